@@ -1,0 +1,71 @@
+// Command manager runs quartet-operator: the controllers and admission webhooks of the fleet, gnmic, agentrax
+// and gitops API groups in one process.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/quartet-dev/quartet-operator/internal/manager"
+	"github.com/quartet-dev/quartet-operator/internal/telemetry"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	opts := manager.DefaultOptions()
+	fs := flag.NewFlagSet(os.Args[0], flag.ContinueOnError)
+	opts.BindFlags(fs)
+	logLevel := fs.String("log-level", "info", "Log verbosity: debug, info, error, or a number (higher is more verbose).")
+	otlpEndpoint := fs.String("otlp-endpoint", "", "OTLP/gRPC endpoint for traces (URL or host:port). "+
+		"Empty uses OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT; with neither, tracing is off.")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return err
+	}
+	logger, err := telemetry.NewLogger(*logLevel, false)
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(logger)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	shutdownTracing, err := telemetry.SetupTracing(ctx, telemetry.TracingOptions{
+		Endpoint: *otlpEndpoint, ServiceName: "quartet-operator", Version: version,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Flush spans with a fresh context: ctx is already cancelled on shutdown.
+		if err := shutdownTracing(context.Background()); err != nil {
+			logger.Error(err, "flushing traces")
+		}
+	}()
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	mgr, err := manager.New(ctx, cfg, opts)
+	if err != nil {
+		return err
+	}
+	logger.Info("starting manager", "version", version)
+	return mgr.Start(ctx)
+}

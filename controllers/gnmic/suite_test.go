@@ -1,0 +1,19 @@
+package gnmic_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/quartet-dev/quartet-operator/controllers/gnmic"
+	"github.com/quartet-dev/quartet-operator/internal/testenv"
+)
+
+// env is the control plane shared by every test in this package, with the gnmic controllers running and the
+// webhooks served through the API server.
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Main(m, &env, testenv.Options{
+		Controllers: []string{gnmic.TargetControllerName, gnmic.TargetProfileControllerName},
+	}))
+}

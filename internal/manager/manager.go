@@ -1,0 +1,181 @@
+// Package manager builds the controller-runtime manager from the operator's options. cmd/main.go, `make dev` and
+// the envtest harness all go through New, so what the tests run is what ships.
+package manager
+
+import (
+	"context"
+	"crypto/tls"
+	"flag"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/quartet-dev/quartet-operator/internal/operator"
+)
+
+// Options are the manager's settings; every field has a flag.
+type Options struct {
+	MetricsBindAddress     string
+	SecureMetrics          bool
+	HealthProbeBindAddress string
+
+	LeaderElect             bool
+	LeaderElectionID        string
+	LeaderElectionNamespace string
+
+	EnableWebhooks bool
+	WebhookHost    string
+	WebhookPort    int
+	WebhookCertDir string
+	EnableHTTP2    bool
+
+	KubeAPIQPS   float64
+	KubeAPIBurst int
+
+	Groups          []string
+	Controllers     []string
+	WatchNamespaces []string
+}
+
+// DefaultOptions returns the settings of a production deployment.
+func DefaultOptions() Options {
+	return Options{
+		MetricsBindAddress:     ":8443",
+		SecureMetrics:          true,
+		HealthProbeBindAddress: ":8081",
+		LeaderElectionID:       "quartet-operator.quartet.dev",
+		EnableWebhooks:         true,
+		WebhookPort:            9443,
+		KubeAPIQPS:             50,
+		KubeAPIBurst:           100,
+		Groups:                 append([]string(nil), operator.Groups...),
+	}
+}
+
+// BindFlags registers a flag for every option, with the current values as defaults.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress,
+		"Address the metrics endpoint binds to; \"0\" disables it.")
+	fs.BoolVar(&o.SecureMetrics, "metrics-secure", o.SecureMetrics,
+		"Serve metrics over HTTPS with authentication and authorization (TokenReview/SubjectAccessReview).")
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress,
+		"Address the /healthz and /readyz probes bind to.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect,
+		"Elect a leader so that only one replica runs the controllers (webhooks run on every replica).")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader election Lease.")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace,
+		"Namespace of the leader election Lease; empty uses the pod's namespace.")
+	fs.BoolVar(&o.EnableWebhooks, "enable-webhooks", o.EnableWebhooks, "Serve the admission webhooks.")
+	fs.StringVar(&o.WebhookHost, "webhook-host", o.WebhookHost, "Address the webhook server binds to; empty means all.")
+	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Port of the webhook server.")
+	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", o.WebhookCertDir,
+		"Directory with tls.crt and tls.key for the webhook server; empty uses controller-runtime's default.")
+	fs.BoolVar(&o.EnableHTTP2, "enable-http2", o.EnableHTTP2,
+		"Allow HTTP/2 on the metrics and webhook servers (off by default: HTTP/2 rapid-reset and stream-cancellation CVEs).")
+	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS,
+		"Client-side queries per second to the API server; a negative value leaves flow control to the server.")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client-side burst to the API server.")
+	fs.Var(listFlag{&o.Groups}, "groups", "Comma-separated API groups whose controllers run: "+
+		strings.Join(operator.Groups, ",")+".")
+	fs.Var(listFlag{&o.Controllers}, "controllers",
+		"Comma-separated controller names (e.g. gnmic-target) to run; empty runs every controller of the enabled groups.")
+	fs.Var(listFlag{&o.WatchNamespaces}, "watch-namespaces",
+		"Comma-separated namespaces to watch; empty watches all namespaces.")
+}
+
+// listFlag is a comma-separated string list flag.
+type listFlag struct{ values *[]string }
+
+func (l listFlag) String() string {
+	if l.values == nil {
+		return ""
+	}
+	return strings.Join(*l.values, ",")
+}
+
+func (l listFlag) Set(s string) error {
+	*l.values = nil
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			*l.values = append(*l.values, v)
+		}
+	}
+	return nil
+}
+
+// New builds a manager with the selected controllers and the webhooks of the kinds they read.
+func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error) {
+	controllers, err := operator.Selection{Groups: o.Groups, Controllers: o.Controllers}.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = float32(o.KubeAPIQPS), o.KubeAPIBurst
+
+	// Leader election gets a client of its own, so lease renewals never queue behind reconcile traffic in the
+	// client-side rate limiter.
+	leaderCfg := rest.CopyConfig(cfg)
+	leaderCfg.QPS, leaderCfg.Burst = 5, 10
+
+	tlsOpts := []func(*tls.Config){}
+	if !o.EnableHTTP2 {
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	metricsOpts := metricsserver.Options{BindAddress: o.MetricsBindAddress, SecureServing: o.SecureMetrics, TLSOpts: tlsOpts}
+	if o.SecureMetrics {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+	if len(o.WatchNamespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range o.WatchNamespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	mgrOpts := ctrl.Options{
+		Scheme:                  operator.NewScheme(),
+		Metrics:                 metricsOpts,
+		HealthProbeBindAddress:  o.HealthProbeBindAddress,
+		LeaderElection:          o.LeaderElect,
+		LeaderElectionID:        o.LeaderElectionID,
+		LeaderElectionNamespace: o.LeaderElectionNamespace,
+		LeaderElectionConfig:    leaderCfg,
+		// Stop the controllers at once on shutdown so a successor can take over without waiting for the lease.
+		LeaderElectionReleaseOnCancel: true,
+		Cache:                         cacheOpts,
+		// Secrets are never cached: the few the operator reads are fetched on demand.
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+	}
+	if o.EnableWebhooks {
+		mgrOpts.WebhookServer = webhook.NewServer(webhook.Options{
+			Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.WebhookCertDir, TLSOpts: tlsOpts,
+		})
+	}
+	mgr, err := ctrl.NewManager(cfg, mgrOpts)
+	if err != nil {
+		return nil, fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := operator.Setup(ctx, mgr, controllers, operator.Dependencies{}, o.EnableWebhooks); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, err
+	}
+	ready := healthz.Ping
+	if o.EnableWebhooks {
+		ready = mgr.GetWebhookServer().StartedChecker()
+	}
+	if err := mgr.AddReadyzCheck("readyz", ready); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}

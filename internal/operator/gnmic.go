@@ -1,0 +1,45 @@
+package operator
+
+import (
+	"context"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	gnmiccontrollers "github.com/quartet-dev/quartet-operator/controllers/gnmic"
+	gnmicwebhooks "github.com/quartet-dev/quartet-operator/internal/webhook/gnmic"
+)
+
+// gnmicControllers are the controllers of the operator.gnmic.dev group.
+func gnmicControllers() []Controller {
+	return []Controller{
+		{
+			Name: gnmiccontrollers.TargetControllerName, Group: "gnmic",
+			Reads: []Kind{"gnmic/Target", "gnmic/TargetProfile"},
+			Setup: func(ctx context.Context, mgr ctrl.Manager, d Dependencies) error {
+				return (&gnmiccontrollers.TargetReconciler{
+					Client:   mgr.GetClient(),
+					Recorder: mgr.GetEventRecorder(gnmiccontrollers.TargetControllerName),
+				}).SetupWithManager(ctx, mgr, d.options(gnmiccontrollers.TargetControllerName))
+			},
+		},
+		{
+			Name: gnmiccontrollers.TargetProfileControllerName, Group: "gnmic",
+			Reads: []Kind{"gnmic/TargetProfile", "gnmic/Target"},
+			Setup: func(ctx context.Context, mgr ctrl.Manager, d Dependencies) error {
+				return (&gnmiccontrollers.TargetProfileReconciler{
+					Client:    mgr.GetClient(),
+					APIReader: mgr.GetAPIReader(),
+					Recorder:  mgr.GetEventRecorder(gnmiccontrollers.TargetProfileControllerName),
+				}).SetupWithManager(ctx, mgr, d.options(gnmiccontrollers.TargetProfileControllerName))
+			},
+		},
+	}
+}
+
+// gnmicWebhooks are the admission webhooks of the operator.gnmic.dev group.
+func gnmicWebhooks() []Webhook {
+	return []Webhook{
+		{Kind: "gnmic/Target", Setup: gnmicwebhooks.SetupTargetWebhook},
+		{Kind: "gnmic/TargetProfile", Setup: gnmicwebhooks.SetupTargetProfileWebhook},
+	}
+}

@@ -1,0 +1,139 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/quartet-dev/quartet-operator/internal/kube"
+)
+
+// Groups are the API groups' short names, as used by --groups and in controller names.
+var Groups = []string{"fleet", "gnmic", "agentrax", "gitops"}
+
+// Kind names a kind by group short name and kind, e.g. "gnmic/Target".
+type Kind string
+
+// Controller is one reconciler the manager can run.
+type Controller struct {
+	// Name is "<group>-<kind>", unique across groups.
+	Name string
+	// Group is the short name of the API group the controller belongs to.
+	Group string
+	// Reads lists every kind the controller reads; their webhooks are served whenever it runs.
+	Reads []Kind
+	// Setup registers the controller with the manager.
+	Setup func(ctx context.Context, mgr ctrl.Manager, deps Dependencies) error
+}
+
+// Webhook is the admission webhook of one kind.
+type Webhook struct {
+	Kind  Kind
+	Setup func(mgr ctrl.Manager) error
+}
+
+// Dependencies are what controllers get from the manager's configuration.
+type Dependencies struct {
+	// Concurrency maps controller name to MaxConcurrentReconciles; missing means 1.
+	Concurrency map[string]int
+}
+
+func (d Dependencies) options(name string) kube.ControllerOptions {
+	return kube.ControllerOptions{MaxConcurrentReconciles: d.Concurrency[name]}
+}
+
+// Controllers returns every controller the operator knows, in a stable order. Each group lists its own in
+// <group>.go.
+func Controllers() []Controller {
+	var all []Controller
+	for _, group := range [][]Controller{fleetControllers(), gnmicControllers(), agentraxControllers(), gitopsControllers()} {
+		all = append(all, group...)
+	}
+	return all
+}
+
+// Webhooks returns every admission webhook the operator serves, by kind.
+func Webhooks() []Webhook {
+	var all []Webhook
+	for _, group := range [][]Webhook{fleetWebhooks(), gnmicWebhooks(), agentraxWebhooks(), gitopsWebhooks()} {
+		all = append(all, group...)
+	}
+	return all
+}
+
+// Selection says which controllers run: those of the listed groups, narrowed to Controllers when that is set.
+type Selection struct {
+	Groups      []string
+	Controllers []string
+}
+
+// Resolve returns the selected controllers, or an error naming any unknown group or controller.
+func (s Selection) Resolve() ([]Controller, error) {
+	all := Controllers()
+	known := map[string]bool{}
+	for _, c := range all {
+		known[c.Name] = true
+	}
+	for _, g := range s.Groups {
+		if !slices.Contains(Groups, g) {
+			return nil, fmt.Errorf("unknown group %q: want some of %s", g, strings.Join(Groups, ","))
+		}
+	}
+	for _, n := range s.Controllers {
+		if !known[n] {
+			names := make([]string, 0, len(known))
+			for k := range known {
+				names = append(names, k)
+			}
+			sort.Strings(names)
+			return nil, fmt.Errorf("unknown controller %q: want some of %s", n, strings.Join(names, ","))
+		}
+	}
+	var selected []Controller
+	for _, c := range all {
+		if slices.Contains(s.Groups, c.Group) && (len(s.Controllers) == 0 || slices.Contains(s.Controllers, c.Name)) {
+			selected = append(selected, c)
+		}
+	}
+	return selected, nil
+}
+
+// WebhooksFor returns the webhooks of every kind that one of the controllers reads.
+func WebhooksFor(controllers []Controller) []Webhook {
+	read := map[Kind]bool{}
+	for _, c := range controllers {
+		for _, k := range c.Reads {
+			read[k] = true
+		}
+	}
+	var hooks []Webhook
+	for _, w := range Webhooks() {
+		if read[w.Kind] {
+			hooks = append(hooks, w)
+		}
+	}
+	return hooks
+}
+
+// Setup registers the selected controllers and the webhooks of the kinds they read. With webhooks false the
+// webhooks are left out (for a manager running without a webhook server).
+func Setup(ctx context.Context, mgr ctrl.Manager, controllers []Controller, deps Dependencies, webhooks bool) error {
+	for _, c := range controllers {
+		if err := c.Setup(ctx, mgr, deps); err != nil {
+			return fmt.Errorf("setting up controller %s: %w", c.Name, err)
+		}
+	}
+	if !webhooks {
+		return nil
+	}
+	for _, w := range WebhooksFor(controllers) {
+		if err := w.Setup(mgr); err != nil {
+			return fmt.Errorf("setting up the %s webhook: %w", w.Kind, err)
+		}
+	}
+	return nil
+}

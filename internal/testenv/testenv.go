@@ -1,0 +1,176 @@
+// Package testenv starts a real kube-apiserver and etcd with every CRD of this operator and the third-party CRDs
+// it uses, installs the webhook configurations from config/webhook pointed at a real webhook server, and runs a
+// manager with a chosen set of controllers. Each test package starts one from TestMain.
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/onsi/gomega"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/quartet-dev/quartet-operator/internal/manager"
+	"github.com/quartet-dev/quartet-operator/internal/operator"
+)
+
+// Options selects what runs against the control plane.
+type Options struct {
+	// Controllers are the controller names to run (e.g. gnmic-target). Empty runs no manager at all.
+	Controllers []string
+	// Logger receives the control plane's and manager's logs. Unset discards them, unless QUARTET_TEST_LOGS is set.
+	Logger *logr.Logger
+}
+
+// Env is a running control plane, with a client and, when controllers were chosen, a manager.
+type Env struct {
+	// Config reaches the API server as its administrator.
+	Config *rest.Config
+	// Client is an uncached client for tests: what it reads is what the API server has.
+	Client client.Client
+	// Manager runs the chosen controllers and serves the webhooks; nil when no controller was chosen.
+	Manager ctrl.Manager
+
+	env    *envtest.Environment
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// Start brings up kube-apiserver and etcd, installs CRDs and webhook configurations, and starts the manager.
+func Start(opts Options) (*Env, error) {
+	switch {
+	case opts.Logger != nil:
+		logf.SetLogger(*opts.Logger)
+	case os.Getenv("QUARTET_TEST_LOGS") != "":
+		logf.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
+	default:
+		logf.SetLogger(logr.Discard())
+	}
+	assets, err := BinaryAssetsDir()
+	if err != nil {
+		return nil, err
+	}
+	thirdParty, err := ThirdPartyCRDPaths()
+	if err != nil {
+		return nil, err
+	}
+	root := RepoRoot()
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     append([]string{filepath.Join(root, "config", "crd", "bases")}, thirdParty...),
+		ErrorIfCRDPathMissing: true,
+		WebhookInstallOptions: envtest.WebhookInstallOptions{
+			Paths: []string{filepath.Join(root, "config", "webhook", "manifests.yaml")},
+		},
+		Scheme: operator.NewScheme(),
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting the control plane from %s: %w", assets, err)
+	}
+	e := &Env{Config: cfg, env: env}
+	if e.Client, err = client.New(cfg, client.Options{Scheme: env.Scheme}); err != nil {
+		return nil, errors.Join(err, env.Stop())
+	}
+	if len(opts.Controllers) == 0 {
+		return e, nil
+	}
+	if err := e.startManager(opts.Controllers); err != nil {
+		return nil, errors.Join(err, env.Stop())
+	}
+	return e, nil
+}
+
+func (e *Env) startManager(controllers []string) error {
+	hooks := e.env.WebhookInstallOptions
+	o := manager.DefaultOptions()
+	o.Controllers = controllers
+	o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "0"
+	o.WebhookHost, o.WebhookPort, o.WebhookCertDir = hooks.LocalServingHost, hooks.LocalServingPort, hooks.LocalServingCertDir
+	// Tests run many objects at once; leave flow control to the API server rather than a client-side limiter.
+	o.KubeAPIQPS, o.KubeAPIBurst = -1, 0
+	ctx, cancel := context.WithCancel(context.Background())
+	mgr, err := manager.New(ctx, e.Config, o)
+	if err != nil {
+		cancel()
+		return err
+	}
+	e.Manager, e.cancel, e.done = mgr, cancel, make(chan error, 1)
+	go func() { e.done <- mgr.Start(ctx) }()
+	// The API server calls the webhooks as soon as objects are created, so wait until they are served.
+	deadline := time.Now().Add(30 * time.Second)
+	checker := mgr.GetWebhookServer().StartedChecker()
+	for checker(nil) != nil {
+		if time.Now().After(deadline) {
+			cancel()
+			return errors.New("webhook server did not start within 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		cancel()
+		return errors.New("manager cache did not sync")
+	}
+	return nil
+}
+
+// Stop stops the manager and the control plane.
+func (e *Env) Stop() error {
+	var errs []error
+	if e.cancel != nil {
+		e.cancel()
+		if err := <-e.done; err != nil {
+			errs = append(errs, fmt.Errorf("manager: %w", err))
+		}
+	}
+	errs = append(errs, e.env.Stop())
+	return errors.Join(errs...)
+}
+
+// Main is a TestMain body: it starts an Env with opts, stores it in *env, runs the package's tests and stops it.
+// A control plane that cannot start fails the package loudly rather than skipping it.
+func Main(m *testing.M, env **Env, opts Options) int {
+	// Controllers react within milliseconds, but a loaded two-core CI machine can take seconds.
+	gomega.SetDefaultEventuallyTimeout(30 * time.Second)
+	gomega.SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
+	e, err := Start(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		return 1
+	}
+	*env = e
+	code := m.Run()
+	if err := e.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "testenv: stopping:", err)
+	}
+	return code
+}
+
+// AllControllers returns the name of every controller the operator has.
+func AllControllers() []string {
+	var names []string
+	for _, c := range operator.Controllers() {
+		names = append(names, c.Name)
+	}
+	return names
+}
+
+// AddAdminKubeconfig returns a kubeconfig for a cluster administrator of this control plane.
+func (e *Env) AddAdminKubeconfig(user string) ([]byte, error) {
+	u, err := e.env.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return u.KubeConfig()
+}
