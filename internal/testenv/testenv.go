@@ -74,6 +74,9 @@ func Start(opts Options) (*Env, error) {
 			Paths: []string{filepath.Join(root, "config", "webhook", "manifests.yaml")},
 		},
 		Scheme: operator.NewScheme(),
+		// A loaded two-core machine can take well over the 20s default to bring kube-apiserver up.
+		ControlPlaneStartTimeout: 3 * time.Minute,
+		ControlPlaneStopTimeout:  time.Minute,
 	}
 	cfg, err := env.Start()
 	if err != nil {

@@ -1,0 +1,45 @@
+package manager
+
+import (
+	"context"
+	"flag"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/client-go/rest"
+)
+
+func TestFlags(t *testing.T) {
+	g := NewWithT(t)
+	o := DefaultOptions()
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	o.BindFlags(fs)
+	g.Expect(fs.Parse([]string{
+		"--groups=gnmic, fleet", "--controllers=gnmic-target", "--watch-namespaces=a,b,",
+		"--kube-api-qps=20", "--kube-api-burst=40", "--leader-elect", "--metrics-bind-address=0",
+	})).To(Succeed())
+	g.Expect(o.Groups).To(Equal([]string{"gnmic", "fleet"}))
+	g.Expect(o.Controllers).To(Equal([]string{"gnmic-target"}))
+	g.Expect(o.WatchNamespaces).To(Equal([]string{"a", "b"}))
+	g.Expect(o.KubeAPIQPS).To(Equal(20.0))
+	g.Expect(o.KubeAPIBurst).To(Equal(40))
+	g.Expect(o.LeaderElect).To(BeTrue())
+	g.Expect(o.MetricsBindAddress).To(Equal("0"))
+}
+
+func TestDefaultsAreProductionSafe(t *testing.T) {
+	g := NewWithT(t)
+	o := DefaultOptions()
+	g.Expect(o.SecureMetrics).To(BeTrue(), "metrics are served over HTTPS with authn/authz by default")
+	g.Expect(o.EnableHTTP2).To(BeFalse())
+	g.Expect(o.Groups).To(ConsistOf("fleet", "gnmic", "agentrax", "gitops"))
+	g.Expect(o.Controllers).To(BeEmpty())
+}
+
+func TestNewRejectsUnknownSelections(t *testing.T) {
+	g := NewWithT(t)
+	o := DefaultOptions()
+	o.Groups = []string{"gnmic", "nope"}
+	_, err := New(context.Background(), &rest.Config{Host: "https://127.0.0.1:1"}, o)
+	g.Expect(err).To(MatchError(ContainSubstring(`unknown group "nope"`)))
+}
