@@ -184,10 +184,9 @@ func TestFileBasedCatalog(t *testing.T) {
 			}
 			var owned []string
 			for _, crd := range theBundle(t).V1CRDs {
+				// opm provides every version of a CRD, served or not.
 				for _, v := range crd.Spec.Versions {
-					if v.Served {
-						owned = append(owned, crd.Spec.Group+"/"+v.Name+"/"+crd.Spec.Names.Kind)
-					}
+					owned = append(owned, crd.Spec.Group+"/"+v.Name+"/"+crd.Spec.Names.Kind)
 				}
 			}
 			g.Expect(gvks).To(ConsistOf(owned))
