@@ -7,8 +7,8 @@ IMAGE_TAG_BASE ?= ghcr.io/quartet-dev/quartet-operator
 IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
 BUNDLE_IMG ?= $(IMAGE_TAG_BASE)-bundle:v$(VERSION)
 CATALOG_IMG ?= $(IMAGE_TAG_BASE)-catalog:v$(VERSION)
-CHANNELS ?= alpha
-DEFAULT_CHANNEL ?= alpha
+CHANNELS ?= candidate
+DEFAULT_CHANNEL ?= candidate
 CONTAINER_TOOL ?= docker
 
 SHELL := /usr/bin/env bash -o pipefail
@@ -33,6 +33,8 @@ MONITORING_CRDS_DIR := $(CACHE_DIR)/crds/prometheus-operator-$(PROMETHEUS_OPERAT
 CONTROLLER_GEN := $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 KUSTOMIZE := $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
 OPERATOR_SDK := $(LOCALBIN)/operator-sdk-$(OPERATOR_SDK_VERSION)
+OPM_VERSION := v1.59.0
+OPM := $(LOCALBIN)/opm-$(OPM_VERSION)
 GOLANGCI_LINT := $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 KUBECTL := $(LOCALBIN)/k8s/kubectl
 
@@ -72,7 +74,7 @@ tidy: ## go mod tidy for the module and the tool modules under hack/tools.
 	@for d in hack/tools/*/; do (cd $$d && go mod tidy); done
 
 .PHONY: regenerate
-regenerate: manifests generate fmt tidy ## Everything that writes generated files.
+regenerate: manifests generate fmt tidy bundle ## Everything that writes generated files.
 
 .PHONY: verify
 verify: $(CONTROLLER_GEN) $(GOLANGCI_LINT) ## Regenerate, gofmt, tidy, vet and lint; fail if regeneration changed any file.
@@ -162,17 +164,30 @@ undeploy: $(KUSTOMIZE) envtest ## Remove the operator from the current cluster.
 ##@ OLM
 
 .PHONY: bundle
-bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate and validate the OLM bundle under bundle/.
-	hack/bundle.sh
+bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) $(OPM) ## Generate and validate the OLM bundle under bundle/ and the file-based catalog under catalog/.
+	VERSION=$(VERSION) IMG=$(IMG) BUNDLE_IMG=$(BUNDLE_IMG) CHANNELS=$(CHANNELS) DEFAULT_CHANNEL=$(DEFAULT_CHANNEL) \
+		KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) OPM=$(OPM) hack/bundle.sh
 
 .PHONY: bundle-build
 bundle-build: ## Build the bundle image.
 	$(CONTAINER_TOOL) build -f bundle.Dockerfile -t $(BUNDLE_IMG) .
 
+.PHONY: bundle-push
+bundle-push: ## Push the bundle image.
+	$(CONTAINER_TOOL) push $(BUNDLE_IMG)
+
+.PHONY: catalog-build
+catalog-build: ## Build the catalog image from catalog/ (regenerate it with `make bundle`).
+	$(CONTAINER_TOOL) build -f catalog.Dockerfile -t $(CATALOG_IMG) .
+
+.PHONY: catalog-push
+catalog-push: ## Push the catalog image.
+	$(CONTAINER_TOOL) push $(CATALOG_IMG)
+
 ##@ Tools (built from Go modules into $(TOOLS_DIR), linked into bin/)
 
 .PHONY: tools
-tools: $(CONTROLLER_GEN) $(KUSTOMIZE) $(OPERATOR_SDK) $(GOLANGCI_LINT) ## Build every tool.
+tools: $(CONTROLLER_GEN) $(KUSTOMIZE) $(OPERATOR_SDK) $(OPM) $(GOLANGCI_LINT) ## Build every tool.
 
 # go-install-tool builds $(2)@$(3) into the cache as $(1)-$(3) unless it is there, then links bin/$(1)-$(3) and
 # bin/$(1) to it.
@@ -208,3 +223,12 @@ $(OPERATOR_SDK):
 		cd hack/tools/operator-sdk && CGO_ENABLED=0 go build -tags containers_image_openpgp -trimpath \
 			-ldflags "$(OPERATOR_SDK_LDFLAGS)" -o "$(TOOLS_DIR)/operator-sdk-$(OPERATOR_SDK_VERSION)" github.com/operator-framework/operator-sdk/cmd/operator-sdk; }
 	@mkdir -p $(LOCALBIN) && ln -sf "$(TOOLS_DIR)/operator-sdk-$(OPERATOR_SDK_VERSION)" "$@" && ln -sf "operator-sdk-$(OPERATOR_SDK_VERSION)" "$(LOCALBIN)/operator-sdk"
+
+# opm (file-based catalogs) comes from the same wrapper module, so it shares operator-sdk's dependency versions.
+OPM_LDFLAGS := -X github.com/operator-framework/operator-registry/cmd/opm/version.opmVersion=$(OPM_VERSION)
+$(OPM):
+	@[ -x "$(TOOLS_DIR)/opm-$(OPM_VERSION)" ] || { \
+		echo "building opm $(OPM_VERSION) from hack/tools/operator-sdk"; \
+		cd hack/tools/operator-sdk && CGO_ENABLED=0 go build -tags containers_image_openpgp -trimpath \
+			-ldflags "$(OPM_LDFLAGS)" -o "$(TOOLS_DIR)/opm-$(OPM_VERSION)" github.com/operator-framework/operator-registry/cmd/opm; }
+	@mkdir -p $(LOCALBIN) && ln -sf "$(TOOLS_DIR)/opm-$(OPM_VERSION)" "$@" && ln -sf "opm-$(OPM_VERSION)" "$(LOCALBIN)/opm"

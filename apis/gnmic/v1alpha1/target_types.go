@@ -100,7 +100,7 @@ type TargetStatus struct {
 // +kubebuilder:printcolumn:name="Clusters",type=integer,JSONPath=`.status.clusters`
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.connectionState`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +operator-sdk:csv:customresourcedefinitions:displayName="gNMI Target"
+// +operator-sdk:csv:customresourcedefinitions:displayName="gNMI Target",resources={{TargetProfile,v1alpha1,""},{Event,v1,""}}
 type Target struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

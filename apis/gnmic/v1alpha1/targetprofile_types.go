@@ -156,7 +156,7 @@ type TargetProfileStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Encoding",type=string,JSONPath=`.spec.encoding`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +operator-sdk:csv:customresourcedefinitions:displayName="gNMI Target Profile"
+// +operator-sdk:csv:customresourcedefinitions:displayName="gNMI Target Profile",resources={{Secret,v1,""},{Event,v1,""}}
 type TargetProfile struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -1,9 +1,12 @@
-// Module operator-sdk pins the operator-sdk CLI (v1.42.2) for bundle generation/validation; build with -tags containers_image_openpgp.
+// Module operator-sdk pins the operator-sdk CLI (v1.42.2) and opm (operator-registry v1.59.0) for bundle and catalog generation/validation; build with -tags containers_image_openpgp.
 module github.com/quartet-dev/quartet-operator/hack/tools/operator-sdk
 
 go 1.26.0
 
-tool github.com/operator-framework/operator-sdk/cmd/operator-sdk
+tool (
+	github.com/operator-framework/operator-registry/cmd/opm
+	github.com/operator-framework/operator-sdk/cmd/operator-sdk
+)
 
 require (
 	cel.dev/expr v0.25.1 // indirect
@@ -20,6 +23,7 @@ require (
 	github.com/Microsoft/hcsshim v0.13.0 // indirect
 	github.com/VividCortex/ewma v1.2.0 // indirect
 	github.com/acarl005/stripansi v0.0.0-20180116102854-5a71ef0e047d // indirect
+	github.com/akrylysov/pogreb v0.10.2 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/asaskevich/govalidator v0.0.0-20230301143203-a9d515a09cc2 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -89,6 +93,7 @@ require (
 	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674 // indirect
 	github.com/gosuri/uitable v0.0.4 // indirect
 	github.com/gregjones/httpcache v0.0.0-20190611155906-901d90724c79 // indirect
+	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.3 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.27.4 // indirect
 	github.com/h2non/filetype v1.1.3 // indirect
 	github.com/h2non/go-is-svg v0.0.0-20160927212452-35e8c4b0612c // indirect
@@ -177,6 +182,7 @@ require (
 	github.com/stretchr/testify v1.11.1 // indirect
 	github.com/subosito/gotenv v1.6.0 // indirect
 	github.com/thoas/go-funk v0.9.3 // indirect
+	github.com/tidwall/btree v1.8.1 // indirect
 	github.com/ulikunitz/xz v0.5.15 // indirect
 	github.com/vbatts/tar-split v0.12.2 // indirect
 	github.com/vbauerster/mpb/v8 v8.10.2 // indirect

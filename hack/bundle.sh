@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# bundle.sh generates the OLM bundle (bundle/, bundle.Dockerfile) and the file-based catalog (catalog/,
+# catalog.Dockerfile) from config/, then validates both. `make bundle` runs it with the tools and coordinates from
+# the Makefile; `make verify` runs it too, so the committed bundle and catalog always match the sources.
+#
+# Reproducible: two runs give the same tree. operator-sdk stamps createdAt with the current time, so it is put back
+# to the value pinned in the CSV base (bump it when cutting a release).
+set -euo pipefail
+cd "$(git rev-parse --show-toplevel)"
+
+: "${VERSION:=0.1.0}"
+: "${IMG:=ghcr.io/quartet-dev/quartet-operator:v${VERSION}}"
+: "${BUNDLE_IMG:=ghcr.io/quartet-dev/quartet-operator-bundle:v${VERSION}}"
+: "${CHANNELS:=candidate}"
+: "${DEFAULT_CHANNEL:=candidate}"
+: "${KUSTOMIZE:=bin/kustomize}"
+: "${OPERATOR_SDK:=bin/operator-sdk}"
+: "${OPM:=bin/opm}"
+# The opm image that serves the catalog; its tag follows the opm the catalog is rendered with.
+: "${OPM_BASE_IMAGE:=quay.io/operator-framework/opm:v1.59.0}"
+
+package=quartet-operator
+base=config/manifests/bases/${package}.clusterserviceversion.yaml
+csv=bundle/manifests/${package}.clusterserviceversion.yaml
+
+fail() { echo "bundle.sh: $*" >&2; exit 1; }
+
+# replace FILE REGEX REPLACEMENT: sed -E in place, failing unless the pattern matched at least once.
+replace() {
+	grep -Eq -- "$2" "$1" || fail "$1: nothing matches /$2/"
+	sed -E -i "s|$2|$3|" "$1"
+}
+
+created_at=$(sed -nE 's/^    createdAt: "?([^"]*)"?$/\1/p' "$base")
+[ -n "$created_at" ] || fail "$base has no metadata.annotations.createdAt to pin"
+
+# 1. The CSV base: owned CRDs with their descriptors from the +operator-sdk:csv markers under apis/.
+"$OPERATOR_SDK" generate kustomize manifests --apis-dir apis -q --interactive=false
+
+# 2. The manager image everything refers to (a no-op for the default IMG, which config/manager already holds).
+(cd config/manager && "$KUSTOMIZE" edit set image "controller=${IMG}")
+
+# 3. The bundle. Start from an empty bundle/ so objects that left config/ leave the bundle too.
+rm -rf bundle
+"$KUSTOMIZE" build config/manifests | "$OPERATOR_SDK" generate bundle -q --overwrite --version "$VERSION" \
+	--channels "$CHANNELS" --default-channel "$DEFAULT_CHANNEL" --use-image-digests=false
+
+# 4. Normalise what is not reproducible or not derived from config/.
+replace "$csv" '^(    createdAt: ).*$' "\\1\"${created_at}\""
+replace "$csv" '^(    containerImage: ).*$' "\\1${IMG}"
+# operator-sdk drops spec.relatedImages unless it pins digests; list the manager image for mirroring tools.
+grep -q '^  relatedImages:' "$csv" && fail "$csv already has relatedImages; drop this step"
+replace "$csv" '^(  version: .*)$' "  relatedImages:\\n  - image: ${IMG}\\n    name: manager\\n\\1"
+if grep -REl '^kind: (Certificate|Issuer|ClusterIssuer)$' bundle/manifests >/dev/null; then
+	fail "bundle/manifests holds cert-manager objects; OLM provides the webhook certificates"
+fi
+
+# 5. Validate with the operatorframework suite; any warning fails the build, like an error.
+out=$("$OPERATOR_SDK" bundle validate ./bundle --select-optional suite=operatorframework 2>&1) || { echo "$out" >&2; fail "bundle validation failed"; }
+if grep -Eq 'level=(warning|error)' <<<"$out"; then
+	echo "$out" >&2
+	fail "bundle validation reported warnings"
+fi
+
+# 6. The file-based catalog: the package, one channel per entry in CHANNELS, and the bundle rendered from bundle/
+#    (olm.csv.metadata instead of the whole manifests inlined; OLM unpacks the bundle image to install).
+name="${package}.v${VERSION}"
+rm -rf catalog
+mkdir -p "catalog/${package}"
+{
+	"$OPM" init "$package" --default-channel="$DEFAULT_CHANNEL" --icon=docs/images/quartet-icon.svg \
+		--description=config/manifests/catalog-description.md --output=yaml
+	IFS=, read -ra channels <<<"$CHANNELS"
+	for channel in "${channels[@]}"; do
+		printf -- '---\nschema: olm.channel\npackage: %s\nname: %s\nentries:\n- name: %s\n' "$package" "$channel" "$name"
+	done
+	"$OPM" render ./bundle --alpha-image-ref-template="$BUNDLE_IMG" --migrate-level=bundle-object-to-csv-metadata \
+		--output=yaml
+} >"catalog/${package}/index.yaml"
+"$OPM" validate catalog
+rm -f catalog.Dockerfile
+"$OPM" generate dockerfile catalog --base-image="$OPM_BASE_IMAGE" --builder-image="$OPM_BASE_IMAGE" >/dev/null
