@@ -66,7 +66,7 @@ vet: ## go vet.
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint.
-	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
 
 .PHONY: tidy
 tidy: ## go mod tidy for the module and the tool modules under hack/tools.
