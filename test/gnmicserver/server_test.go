@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -165,4 +166,26 @@ func TestReadEvents(t *testing.T) {
 	g.Expect(got).To(HaveLen(2))
 	g.Expect(got[0].Name).To(Equal("a"))
 	g.Expect(got[1].EventType).To(Equal("delete"))
+}
+
+// FuzzApply: any body gets 200 or 400, never a panic, and a rejected body leaves the configuration alone.
+func FuzzApply(f *testing.F) {
+	f.Add([]byte(twoTargets))
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"targets":{"a":{"address":"a:1"}}}`))
+	f.Add([]byte(`{"inputs":{"i":{}}, "outputs":{"o":{"type":"file"}}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		s := &Server{states: map[string]*TargetState{}, subscribers: map[*subscriber]bool{}, config: emptyConfig()}
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/api/v1/config/apply", bytes.NewReader(body)))
+		switch rec.Code {
+		case http.StatusOK:
+		case http.StatusBadRequest:
+			if s.ApplyCount() != 0 || len(s.TargetNames()) != 0 {
+				t.Fatal("a rejected apply changed the configuration")
+			}
+		default:
+			t.Fatalf("status %d", rec.Code)
+		}
+	})
 }

@@ -148,3 +148,28 @@ func TestAddingOneTargetMovesNothing(t *testing.T) {
 	g.Expect(Moves(before.Assignments, after.Assignments)).To(BeZero())
 	g.Expect(after.Assignments).To(HaveKey("ns/new"))
 }
+
+// FuzzPlace: any input gives a placement within capacity that places every target or counts it unassigned.
+func FuzzPlace(f *testing.F) {
+	f.Add(uint16(10), uint8(3), uint8(0), uint8(1))
+	f.Add(uint16(100), uint8(1), uint8(7), uint8(5))
+	f.Add(uint16(0), uint8(0), uint8(0), uint8(0))
+	f.Fuzz(func(t *testing.T, n uint16, pods, capacity, prevPod uint8) {
+		targets := names(int(n % 500))
+		prev := map[string]int{}
+		for i, tg := range targets {
+			if i%3 == 0 {
+				prev[tg] = int(prevPod)
+			}
+		}
+		r := Place(Input{Targets: targets, Pods: int(pods % 16), PodCapacity: int(capacity), Previous: prev})
+		if len(r.Assignments)+len(r.Unassigned) != len(targets) {
+			t.Fatalf("placed %d + unassigned %d != %d", len(r.Assignments), len(r.Unassigned), len(targets))
+		}
+		for _, l := range PodLoads(r.Assignments, int(pods%16)) {
+			if l > r.Capacity {
+				t.Fatalf("load %d over capacity %d", l, r.Capacity)
+			}
+		}
+	})
+}
