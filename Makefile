@@ -85,7 +85,7 @@ verify: $(CONTROLLER_GEN) $(GOLANGCI_LINT) ## Regenerate, gofmt, tidy, vet and l
 test: verify unit-test ## verify, then every test (unit, fuzz seeds and envtest suites).
 
 .PHONY: unit-test
-unit-test: envtest ## Run the tests (envtest suites included) without verify.
+unit-test: envtest gnmic ## Run the tests (envtest suites included) without verify.
 	go test ./... -count=1 -timeout 20m
 
 .PHONY: fuzz
@@ -198,6 +198,20 @@ define go-install-tool
 	mv "$(TOOLS_DIR)/.gobin-$(1)/$(1)" "$(TOOLS_DIR)/$(1)-$(3)" && rm -rf "$(TOOLS_DIR)/.gobin-$(1)"; }
 @mkdir -p $(LOCALBIN) && ln -sf "$(TOOLS_DIR)/$(1)-$(3)" "$(LOCALBIN)/$(1)-$(3)" && ln -sf "$(1)-$(3)" "$(LOCALBIN)/$(1)"
 endef
+
+# gNMIc v0.37.0, the newest gNMIc that builds from the module proxy, for the real-gNMIc check in test/gnmicreal.
+GNMIC_VERSION := v0.37.0
+GNMIC := $(LOCALBIN)/gnmic-$(GNMIC_VERSION)
+
+.PHONY: gnmic
+gnmic: $(GNMIC) ## Build gNMIc v0.37.0 from hack/tools/gnmic (cached; needed by test/gnmicreal).
+
+$(GNMIC):
+	@[ -x "$(TOOLS_DIR)/gnmic-$(GNMIC_VERSION)" ] || { \
+		echo "building gNMIc $(GNMIC_VERSION) from hack/tools/gnmic (cached in $(TOOLS_DIR))"; mkdir -p "$(TOOLS_DIR)"; \
+		cd hack/tools/gnmic && CGO_ENABLED=0 go build -trimpath -ldflags=-s -o "$(TOOLS_DIR)/.gnmic-$(GNMIC_VERSION).tmp" github.com/openconfig/gnmic && \
+		mv "$(TOOLS_DIR)/.gnmic-$(GNMIC_VERSION).tmp" "$(TOOLS_DIR)/gnmic-$(GNMIC_VERSION)"; }
+	@mkdir -p $(LOCALBIN) && ln -sf "$(TOOLS_DIR)/gnmic-$(GNMIC_VERSION)" "$@"
 
 $(CONTROLLER_GEN):
 	$(call go-install-tool,controller-gen,sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_TOOLS_VERSION))

@@ -13,7 +13,12 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
+	// Collector tests point Clusters at loopback collector test servers and want quick health follow-up.
+	_ = os.Setenv("QUARTET_GNMIC_COLLECTOR_URL_OVERRIDE", "true")
+	_ = os.Setenv("QUARTET_GNMIC_POLL_INTERVAL", "1s")
+	_ = os.Setenv("QUARTET_GNMIC_RECONNECT_BACKOFF", "100ms")
 	os.Exit(testenv.Main(m, &env, testenv.Options{
-		Controllers: []string{gnmic.TargetControllerName, gnmic.TargetProfileControllerName},
+		Controllers: []string{gnmic.TargetControllerName, gnmic.TargetProfileControllerName,
+			gnmic.ClusterControllerName, gnmic.PipelineControllerName},
 	}))
 }

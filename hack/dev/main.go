@@ -40,6 +40,11 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
+	collector, err := startDevCollector()
+	if err != nil {
+		return err
+	}
+	defer collector.close()
 	fmt.Println("make dev: starting kube-apiserver and etcd on loopback …")
 	env, err := testenv.Start(testenv.Options{Controllers: testenv.AllControllers(), Logger: &logger})
 	if err != nil {
@@ -59,6 +64,9 @@ func run() error {
 	}
 	applied, err := applySamples(ctx, env.Client, filepath.Join(root, "config", "samples"))
 	if err != nil {
+		return err
+	}
+	if err := collector.attach(ctx, env.Client); err != nil {
 		return err
 	}
 	fmt.Printf(`

@@ -2,10 +2,14 @@ package operator
 
 import (
 	"context"
+	"net/http"
+	"os"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	gnmiccontrollers "github.com/quartet-dev/quartet-operator/controllers/gnmic"
+	"github.com/quartet-dev/quartet-operator/internal/gnmic/collector"
 	gnmicwebhooks "github.com/quartet-dev/quartet-operator/internal/webhook/gnmic"
 )
 
@@ -33,7 +37,46 @@ func gnmicControllers() []Controller {
 				}).SetupWithManager(ctx, mgr, d.options(gnmiccontrollers.TargetProfileControllerName))
 			},
 		},
+		{
+			Name: gnmiccontrollers.ClusterControllerName, Group: "gnmic",
+			Reads: []Kind{"gnmic/Cluster", "gnmic/Pipeline", "gnmic/Target", "gnmic/TargetProfile", "gnmic/Subscription",
+				"gnmic/Output", "gnmic/Input", "gnmic/Processor", "gnmic/TunnelTargetPolicy"},
+			Setup: func(ctx context.Context, mgr ctrl.Manager, d Dependencies) error {
+				collectors := &collector.Client{HTTP: &http.Client{}}
+				return (&gnmiccontrollers.ClusterReconciler{
+					Client:           mgr.GetClient(),
+					APIReader:        mgr.GetAPIReader(),
+					Recorder:         mgr.GetEventRecorder(gnmiccontrollers.ClusterControllerName),
+					Collectors:       collectors,
+					Monitor:          &collector.Monitor{Client: collectors, PollInterval: envDuration("QUARTET_GNMIC_POLL_INTERVAL"), BackoffMin: envDuration("QUARTET_GNMIC_RECONNECT_BACKOFF")},
+					AllowURLOverride: os.Getenv("QUARTET_GNMIC_COLLECTOR_URL_OVERRIDE") == "true",
+					ClusterDomain:    os.Getenv("QUARTET_GNMIC_CLUSTER_DOMAIN"),
+				}).SetupWithManager(ctx, mgr, d.options(gnmiccontrollers.ClusterControllerName))
+			},
+		},
+		{
+			Name: gnmiccontrollers.PipelineControllerName, Group: "gnmic",
+			Reads: []Kind{"gnmic/Pipeline", "gnmic/Cluster", "gnmic/Target", "gnmic/TargetProfile", "gnmic/Subscription",
+				"gnmic/Output", "gnmic/Input", "gnmic/Processor", "gnmic/TunnelTargetPolicy"},
+			Setup: func(ctx context.Context, mgr ctrl.Manager, d Dependencies) error {
+				return (&gnmiccontrollers.PipelineReconciler{
+					Client:   mgr.GetClient(),
+					Recorder: mgr.GetEventRecorder(gnmiccontrollers.PipelineControllerName),
+				}).SetupWithManager(ctx, mgr, d.options(gnmiccontrollers.PipelineControllerName))
+			},
+		},
 	}
+}
+
+// envDuration reads a duration tuning knob of the gnmic collector controllers; unset or invalid means default.
+// QUARTET_GNMIC_COLLECTOR_URL_OVERRIDE=true lets the operator.gnmic.dev/collector-urls Cluster annotation point
+// pushes at other URLs (tests and make dev only).
+func envDuration(name string) time.Duration {
+	d, err := time.ParseDuration(os.Getenv(name))
+	if err != nil {
+		return 0
+	}
+	return d
 }
 
 // gnmicWebhooks are the admission webhooks of the operator.gnmic.dev group.
@@ -41,5 +84,12 @@ func gnmicWebhooks() []Webhook {
 	return []Webhook{
 		{Kind: "gnmic/Target", Setup: gnmicwebhooks.SetupTargetWebhook},
 		{Kind: "gnmic/TargetProfile", Setup: gnmicwebhooks.SetupTargetProfileWebhook},
+		{Kind: "gnmic/Cluster", Setup: gnmicwebhooks.SetupClusterWebhook},
+		{Kind: "gnmic/Pipeline", Setup: gnmicwebhooks.SetupPipelineWebhook},
+		{Kind: "gnmic/Subscription", Setup: gnmicwebhooks.SetupSubscriptionWebhook},
+		{Kind: "gnmic/Output", Setup: gnmicwebhooks.SetupOutputWebhook},
+		{Kind: "gnmic/Input", Setup: gnmicwebhooks.SetupInputWebhook},
+		{Kind: "gnmic/Processor", Setup: gnmicwebhooks.SetupProcessorWebhook},
+		{Kind: "gnmic/TunnelTargetPolicy", Setup: gnmicwebhooks.SetupTunnelTargetPolicyWebhook},
 	}
 }

@@ -1,0 +1,266 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Cluster defaults.
+const (
+	// DefaultRestPort is the port of a collector's REST API when spec.api.restPort is unset.
+	DefaultRestPort int32 = 7890
+	// ClusterCollectorURLsAnnotation maps pod index to collector base URL ("0=http://127.0.0.1:7890,1=…"). The
+	// operator honours it only when started with the collector URL override enabled (tests, make dev).
+	ClusterCollectorURLsAnnotation = "operator.gnmic.dev/collector-urls"
+)
+
+// Cluster condition types and reasons.
+const (
+	ClusterConditionReady             = "Ready"
+	ClusterConditionCertificatesReady = "CertificatesReady"
+	ClusterConditionConfigApplied     = "ConfigApplied"
+	ClusterConditionCapacityExhausted = "CapacityExhausted"
+
+	ReasonClusterReady          = "ClusterReady"
+	ReasonClusterPartiallyReady = "ClusterPartiallyReady"
+	ReasonClusterNotReady       = "ClusterNotReady"
+	ReasonConfigurationApplied  = "ConfigurationApplied"
+	ReasonConfigurationFailed   = "ConfigurationFailed"
+	ReasonWaitingForPods        = "WaitingForPods"
+	ReasonCapacityExhausted     = "CapacityExhausted"
+	ReasonCapacityAvailable     = "CapacityAvailable"
+	ReasonTLSNotConfigured      = "TLSNotConfigured"
+)
+
+// IssuerReference names a cert-manager Issuer or ClusterIssuer.
+type IssuerReference struct {
+	// Name of the issuer.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// Kind is Issuer (default) or ClusterIssuer.
+	// +optional
+	// +kubebuilder:validation:Enum=Issuer;ClusterIssuer
+	Kind string `json:"kind,omitempty"`
+	// Group of the issuer; cert-manager.io when empty.
+	// +optional
+	Group string `json:"group,omitempty"`
+}
+
+// ClusterTLS asks cert-manager for certificates. Certificate issuance is not implemented yet: setting it is
+// validated and reported in the CertificatesReady condition.
+type ClusterTLS struct {
+	// IssuerRef is the cert-manager issuer that signs the certificates; required when tls is set.
+	// +optional
+	IssuerRef *IssuerReference `json:"issuerRef,omitempty"`
+	// BundleRef names a ConfigMap holding the CA bundle (key ca.crt) used to verify peers.
+	// +optional
+	BundleRef string `json:"bundleRef,omitempty"`
+	// UseCSIDriver mounts certificates through the cert-manager CSI driver instead of Certificate objects.
+	// +optional
+	UseCSIDriver bool `json:"useCSIDriver,omitempty"`
+}
+
+// ClusterAPI configures the collectors' REST and gNMI servers.
+type ClusterAPI struct {
+	// RestPort is the port of the REST API the operator pushes configuration to.
+	// +optional
+	// +kubebuilder:default=7890
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	RestPort int32 `json:"restPort,omitempty"`
+	// GNMIPort, when set, enables the collectors' gNMI server on this port; it must differ from restPort.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	GNMIPort int32 `json:"gnmiPort,omitempty"`
+	// TLS serves the REST API over TLS.
+	// +optional
+	TLS *ClusterTLS `json:"tls,omitempty"`
+}
+
+// ServiceTemplate shapes a Service the operator creates.
+type ServiceTemplate struct {
+	// Type of the Service.
+	// +optional
+	// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
+	Type corev1.ServiceType `json:"type,omitempty"`
+	// Annotations added to the Service.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// Labels added to the Service.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// GRPCTunnel enables gNMIc's gRPC tunnel server, which devices dial into.
+type GRPCTunnel struct {
+	// Port of the tunnel server.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
+	// TLS for the tunnel server.
+	// +optional
+	TLS *ClusterTLS `json:"tls,omitempty"`
+	// Service exposing the tunnel server; type defaults to LoadBalancer.
+	// +optional
+	Service *ServiceTemplate `json:"service,omitempty"`
+}
+
+// TargetDistribution tunes how targets are spread over the collector pods.
+type TargetDistribution struct {
+	// PodCapacity is the most targets one pod holds. Unset means ceil(targets / pods); targets that fit nowhere
+	// are counted in status.unassignedTargets.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	PodCapacity *int32 `json:"podCapacity,omitempty"`
+}
+
+// ClusterSpec describes a set of gNMIc collectors run as a StatefulSet.
+type ClusterSpec struct {
+	// Image is the gNMIc container image (v0.45 or later: collector mode).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Image"
+	Image string `json:"image"`
+
+	// Replicas is the number of collector pods.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Replicas",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:podCount"}
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// API configures the collectors' REST API (and optional gNMI server).
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="API"
+	API *ClusterAPI `json:"api,omitempty"`
+
+	// ClientTLS gives the collectors client certificates for dialling devices.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Client TLS"
+	ClientTLS *ClusterTLS `json:"clientTLS,omitempty"`
+
+	// GRPCTunnel enables the gRPC tunnel server.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="gRPC Tunnel"
+	GRPCTunnel *GRPCTunnel `json:"grpcTunnel,omitempty"`
+
+	// Resources of the collector container.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Resources",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:resourceRequirements"}
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// Env adds environment variables to the collector container.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Environment"
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// TargetDistribution tunes target placement.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Target Distribution"
+	TargetDistribution *TargetDistribution `json:"targetDistribution,omitempty"`
+}
+
+// ClusterStatus is the observed state of a Cluster.
+type ClusterStatus struct {
+	// ObservedGeneration is the generation of the spec this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Replicas is the desired pod count (scale subresource).
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+	// ReadyReplicas is how many collector pods are ready.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Ready Replicas"
+	ReadyReplicas int32 `json:"readyReplicas"`
+	// Selector is the pods' label selector (scale subresource).
+	// +optional
+	Selector string `json:"selector,omitempty"`
+	// PipelinesCount is how many enabled Pipelines feed this cluster.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Pipelines"
+	// +optional
+	PipelinesCount int32 `json:"pipelinesCount"`
+	// TargetsCount is how many distinct Targets the cluster holds.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Targets"
+	// +optional
+	TargetsCount int32 `json:"targetsCount"`
+	// UnassignedTargets is how many Targets fit on no pod (podCapacity exhausted).
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Unassigned Targets"
+	// +optional
+	UnassignedTargets int32 `json:"unassignedTargets"`
+	// SubscriptionsCount is how many Subscriptions the enabled Pipelines resolve to.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Subscriptions"
+	// +optional
+	SubscriptionsCount int32 `json:"subscriptionsCount"`
+	// InputsCount is how many Inputs the enabled Pipelines resolve to.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Inputs"
+	// +optional
+	InputsCount int32 `json:"inputsCount"`
+	// OutputsCount is how many Outputs the enabled Pipelines resolve to.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Outputs"
+	// +optional
+	OutputsCount int32 `json:"outputsCount"`
+	// Conditions: Ready, ConfigApplied, CapacityExhausted, CertificatesReady.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors={"urn:alm:descriptor:io.kubernetes.conditions"}
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Cluster is a set of gNMIc collectors (StatefulSet gnmic-<name>) that the operator pushes the Targets of its
+// enabled Pipelines to, spread over the pods by bounded-load rendezvous hashing.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:resource:categories={gnmic}
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
+// +kubebuilder:printcolumn:name="Pipelines",type=integer,JSONPath=`.status.pipelinesCount`
+// +kubebuilder:printcolumn:name="Targets",type=integer,JSONPath=`.status.targetsCount`
+// +kubebuilder:printcolumn:name="Unassigned",type=integer,JSONPath=`.status.unassignedTargets`
+// +kubebuilder:printcolumn:name="Subs",type=integer,JSONPath=`.status.subscriptionsCount`
+// +kubebuilder:printcolumn:name="Inputs",type=integer,JSONPath=`.status.inputsCount`
+// +kubebuilder:printcolumn:name="Outputs",type=integer,JSONPath=`.status.outputsCount`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +operator-sdk:csv:customresourcedefinitions:displayName="gNMIc Cluster",resources={{StatefulSet,v1,""},{Service,v1,""},{ConfigMap,v1,""}}
+type Cluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec ClusterSpec `json:"spec"`
+	// +optional
+	Status ClusterStatus `json:"status,omitempty"`
+}
+
+// ClusterList is a list of Clusters.
+// +kubebuilder:object:root=true
+type ClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Cluster `json:"items"`
+}
+
+// RestPort returns the effective REST API port.
+func (c *Cluster) RestPort() int32 {
+	if c.Spec.API != nil && c.Spec.API.RestPort != 0 {
+		return c.Spec.API.RestPort
+	}
+	return DefaultRestPort
+}
+
+// DesiredReplicas returns spec.replicas with its default.
+func (c *Cluster) DesiredReplicas() int32 {
+	if c.Spec.Replicas == nil {
+		return 1
+	}
+	return *c.Spec.Replicas
+}
+
+func init() {
+	objectTypes = append(objectTypes, &Cluster{}, &ClusterList{})
+}

@@ -1,0 +1,529 @@
+package gnmic
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ktypes "k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	gnmicv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/gnmic/collector"
+	"github.com/quartet-dev/quartet-operator/internal/gnmic/placement"
+	"github.com/quartet-dev/quartet-operator/internal/gnmic/plan"
+	"github.com/quartet-dev/quartet-operator/internal/kube"
+	"github.com/quartet-dev/quartet-operator/internal/telemetry"
+)
+
+// ClusterControllerName is the controller name, unique across groups.
+const ClusterControllerName = "gnmic-cluster"
+
+const (
+	clusterFinalizer  = "operator.gnmic.dev/cluster"
+	pipelineClusterIx = "spec.clusterRef"
+	// applyTimeout bounds one POST /api/v1/config/apply.
+	applyTimeout = 30 * time.Second
+)
+
+// ClusterReconciler runs a Cluster's collectors and pushes the plan of its enabled Pipelines to them.
+type ClusterReconciler struct {
+	client.Client
+	// APIReader reads credentials Secrets straight from the API server (no Secret cache).
+	APIReader  client.Reader
+	Recorder   recorder.EventRecorder
+	Collectors *collector.Client
+	Monitor    *collector.Monitor
+	// AllowURLOverride honours the operator.gnmic.dev/collector-urls annotation (tests and make dev only: it
+	// lets whoever edits a Cluster send its credentials anywhere).
+	AllowURLOverride bool
+	// ClusterDomain is the cluster's DNS domain (default cluster.local).
+	ClusterDomain string
+
+	events  chan event.GenericEvent
+	mu      sync.Mutex
+	applied map[ktypes.NamespacedName]map[int]string
+}
+
+// +kubebuilder:rbac:groups=operator.gnmic.dev,resources=clusters,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=operator.gnmic.dev,resources=clusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=operator.gnmic.dev,resources=clusters/finalizers,verbs=update
+// +kubebuilder:rbac:groups=operator.gnmic.dev,resources=pipelines;subscriptions;outputs;inputs;processors;tunneltargetpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=operator.gnmic.dev,resources=targets;targetprofiles,verbs=get;list;watch
+// +kubebuilder:rbac:groups=operator.gnmic.dev,resources=targets/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile fetches the Cluster, builds its plan, deploys the collectors, pushes each pod its share and writes
+// the per-target results, then patches the Cluster status once.
+func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	c := &gnmicv1alpha1.Cluster{}
+	if err := r.Get(ctx, req.NamespacedName, c); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !c.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, c)
+	}
+	if controllerutil.AddFinalizer(c, clusterFinalizer) {
+		if err := r.Update(ctx, c); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	before := c.DeepCopy()
+	snap, err := r.snapshot(ctx, c)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	p := plan.Build(snap)
+	pushErr := r.sync(ctx, c, snap, p)
+	c.Status.ObservedGeneration = c.Generation
+	if err := kube.PatchStatusIfChanged(ctx, r.Client, before, c); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, pushErr
+}
+
+// sync deploys the collectors, places and pushes the targets, and records everything in c.Status.
+func (r *ClusterReconciler) sync(ctx context.Context, c *gnmicv1alpha1.Cluster, snap plan.Snapshot, p *plan.Plan) error {
+	key := client.ObjectKeyFromObject(c)
+	replicas := int(c.DesiredReplicas())
+	targets := slices.Sorted(maps.Keys(p.Config.Targets))
+	previous := map[string]int{}
+	for i := range snap.Targets {
+		t := &snap.Targets[i]
+		if st, ok := t.Status.ClusterStates[c.Name]; ok {
+			if idx := podIndex(c, st.Pod); idx >= 0 {
+				previous[plan.Name(t.Namespace, t.Name)] = idx
+			}
+		}
+	}
+	capacity := 0
+	if d := c.Spec.TargetDistribution; d != nil && d.PodCapacity != nil {
+		capacity = int(*d.PodCapacity)
+	}
+	placed := placement.Place(placement.Input{Targets: targets, Pods: replicas, PodCapacity: capacity, Previous: previous})
+
+	enabled := 0
+	for _, res := range p.Pipelines {
+		if res.Enabled {
+			enabled++
+		}
+	}
+	c.Status.Replicas = int32(replicas)
+	c.Status.Selector = metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: podLabels(c)})
+	c.Status.PipelinesCount = int32(enabled)
+	c.Status.TargetsCount = int32(len(placed.Assignments))
+	c.Status.UnassignedTargets = int32(len(placed.Unassigned))
+	c.Status.SubscriptionsCount = int32(len(p.Config.Subscriptions))
+	c.Status.InputsCount = int32(len(p.Config.Inputs))
+	c.Status.OutputsCount = int32(len(p.Config.Outputs))
+	r.setCapacityCondition(c, placed)
+	r.setCertificatesCondition(c)
+	recordClusterGauges(c)
+
+	// Pods beyond the new size keep running until they were drained.
+	current := &appsv1.StatefulSet{}
+	stsReplicas := int32(replicas)
+	if err := r.Get(ctx, ktypes.NamespacedName{Namespace: c.Namespace, Name: clusterResourceName(c)}, current); err == nil &&
+		current.Spec.Replicas != nil && *current.Spec.Replicas > stsReplicas {
+		stsReplicas = *current.Spec.Replicas
+	}
+	sts, err := r.ensureResources(ctx, c, p, stsReplicas)
+	if err != nil {
+		return err
+	}
+	c.Status.ReadyReplicas = sts.Status.ReadyReplicas
+	pods := int(stsReplicas)
+	urls := r.collectorURLs(c, pods)
+	if sts.Status.ReadyReplicas < stsReplicas || sts.Status.ObservedGeneration < sts.Generation && sts.Status.ReadyReplicas < stsReplicas {
+		r.setApplied(c, metav1.ConditionFalse, gnmicv1alpha1.ReasonWaitingForPods,
+			fmt.Sprintf("%d of %d collector pods ready", sts.Status.ReadyReplicas, stsReplicas))
+		r.setReady(c, false)
+		return nil
+	}
+	r.Monitor.Ensure(key, r.collectorURLs(c, replicas))
+
+	if err := r.push(ctx, c, p, placed, previous, pods, urls); err != nil {
+		r.setApplied(c, metav1.ConditionFalse, gnmicv1alpha1.ReasonConfigurationFailed, err.Error())
+		r.setReady(c, false)
+		if !meta.IsStatusConditionFalse(c.Status.Conditions, gnmicv1alpha1.ClusterConditionConfigApplied) ||
+			meta.FindStatusCondition(c.Status.Conditions, gnmicv1alpha1.ClusterConditionConfigApplied).Reason != gnmicv1alpha1.ReasonConfigurationFailed {
+			r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, gnmicv1alpha1.ReasonConfigurationFailed, "Apply", err.Error())
+		}
+		return err
+	}
+	if int(stsReplicas) > replicas { // drained: now shrink the StatefulSet
+		sts.Spec.Replicas = ptrTo(int32(replicas))
+		if err := r.Update(ctx, sts); err != nil {
+			return err
+		}
+		r.dropPodsFrom(key, replicas)
+	}
+	r.setApplied(c, metav1.ConditionTrue, gnmicv1alpha1.ReasonConfigurationApplied,
+		fmt.Sprintf("%d targets on %d pods", len(placed.Assignments), replicas))
+	r.setReady(c, true)
+	return r.writeTargetStates(ctx, c, snap.Targets, placed.Assignments, r.Monitor.States(key))
+}
+
+// push sends every pod its plan: first, when targets move, each pod only the targets it keeps (so no target
+// runs on two pods at once) and pods beyond the new size nothing; then every pod its full plan. Pods whose
+// payload equals the last one applied are skipped.
+func (r *ClusterReconciler) push(ctx context.Context, c *gnmicv1alpha1.Cluster, p *plan.Plan, placed placement.Result,
+	previous map[string]int, pods int, urls map[int]string) error {
+	replicas := int(c.DesiredReplicas())
+	full := make([][]string, pods)
+	keep := make([][]string, pods)
+	moving := false
+	for t, i := range placed.Assignments {
+		full[i] = append(full[i], t)
+		if prev, ok := previous[t]; ok && prev != i {
+			moving = true
+		} else {
+			keep[i] = append(keep[i], t)
+		}
+	}
+	for t, prev := range previous {
+		if _, still := placed.Assignments[t]; !still && prev < pods {
+			moving = true // removed or unassigned targets leave their pod in the first phase too
+		}
+	}
+	phases := [][][]string{full}
+	if moving {
+		phases = [][][]string{keep, full}
+	}
+	for _, phase := range phases {
+		var wg sync.WaitGroup
+		errs := make([]error, pods)
+		for i := range pods {
+			var req *plan.ApplyRequest
+			if i < replicas {
+				req = p.ForPod(phase[i])
+			} else {
+				req = plan.Empty()
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = r.applyToPod(ctx, c, i, urls[i], req)
+			}()
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				return fmt.Errorf("pod %s: %w", podName(c, i), err)
+			}
+		}
+	}
+	return nil
+}
+
+func (r *ClusterReconciler) applyToPod(ctx context.Context, c *gnmicv1alpha1.Cluster, pod int, url string, req *plan.ApplyRequest) error {
+	body, hash, err := plan.Encode(req)
+	if err != nil {
+		return err
+	}
+	key := client.ObjectKeyFromObject(c)
+	r.mu.Lock()
+	same := r.applied[key][pod] == hash
+	r.mu.Unlock()
+	if same {
+		return nil
+	}
+	applyCtx, cancel := context.WithTimeout(ctx, applyTimeout)
+	defer cancel()
+	err = r.Collectors.Apply(applyCtx, url, body)
+	applyTotal.WithLabelValues(c.Namespace, c.Name, result(err)).Inc()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.applied == nil {
+		r.applied = map[ktypes.NamespacedName]map[int]string{}
+	}
+	if r.applied[key] == nil {
+		r.applied[key] = map[int]string{}
+	}
+	if err != nil {
+		delete(r.applied[key], pod)
+		return err
+	}
+	r.applied[key][pod] = hash
+	return nil
+}
+
+// Invalidate forgets what was applied to a pod, so the next reconcile sends its plan again.
+func (r *ClusterReconciler) Invalidate(cluster ktypes.NamespacedName, pod int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.applied[cluster], pod)
+}
+
+func (r *ClusterReconciler) dropPodsFrom(cluster ktypes.NamespacedName, from int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range r.applied[cluster] {
+		if i >= from {
+			delete(r.applied[cluster], i)
+		}
+	}
+}
+
+func (r *ClusterReconciler) forget(cluster ktypes.NamespacedName) {
+	r.Monitor.Stop(cluster)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.applied, cluster)
+}
+
+// collectorURLs returns the REST base URL of pods 0..n-1: pod DNS names, or the override annotation.
+func (r *ClusterReconciler) collectorURLs(c *gnmicv1alpha1.Cluster, n int) map[int]string {
+	override := map[int]string{}
+	if r.AllowURLOverride {
+		for _, part := range strings.Split(c.Annotations[gnmicv1alpha1.ClusterCollectorURLsAnnotation], ",") {
+			idx, url, ok := strings.Cut(strings.TrimSpace(part), "=")
+			if i, err := strconv.Atoi(idx); ok && err == nil {
+				override[i] = url
+			}
+		}
+	}
+	scheme := "http"
+	if c.Spec.API != nil && c.Spec.API.TLS != nil {
+		scheme = "https"
+	}
+	domain := r.ClusterDomain
+	if domain == "" {
+		domain = "cluster.local"
+	}
+	urls := make(map[int]string, n)
+	for i := range n {
+		if u, ok := override[i]; ok {
+			urls[i] = u
+			continue
+		}
+		urls[i] = fmt.Sprintf("%s://%s.%s.%s.svc.%s:%d", scheme, podName(c, i), clusterResourceName(c), c.Namespace, domain, c.RestPort())
+	}
+	return urls
+}
+
+// writeTargetStates sets Target.status.clusterStates[cluster] for every target of the namespace: the pod and
+// what that pod reports for placed targets, nothing for the others. Only changed Targets are written.
+func (r *ClusterReconciler) writeTargetStates(ctx context.Context, c *gnmicv1alpha1.Cluster, targets []gnmicv1alpha1.Target,
+	assignments map[string]int, states map[int]map[string]collector.TargetState) error {
+	work := make(chan *gnmicv1alpha1.Target)
+	errs := make(chan error, 8)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for t := range work {
+				if err := r.writeTargetState(ctx, c, t, assignments, states); err != nil && !apierrors.IsNotFound(err) {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for i := range targets {
+		work <- &targets[i]
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+func (r *ClusterReconciler) writeTargetState(ctx context.Context, c *gnmicv1alpha1.Cluster, t *gnmicv1alpha1.Target,
+	assignments map[string]int, states map[int]map[string]collector.TargetState) error {
+	name := plan.Name(t.Namespace, t.Name)
+	pod, placed := assignments[name]
+	_, had := t.Status.ClusterStates[c.Name]
+	if !placed && !had {
+		return nil
+	}
+	before := t.DeepCopy()
+	if !placed {
+		delete(t.Status.ClusterStates, c.Name)
+	} else {
+		want := gnmicv1alpha1.ClusterTargetState{Pod: podName(c, pod)}
+		if st, ok := states[pod][name]; ok {
+			want.State, want.FailedReason, want.ConnectionState = st.State, st.FailedReason, st.ConnectionState
+			if len(st.Subscriptions) > 0 {
+				want.Subscriptions = maps.Clone(st.Subscriptions)
+			}
+			if !st.LastUpdated.IsZero() {
+				lu := metav1.NewTime(st.LastUpdated.UTC().Truncate(1e9))
+				want.LastUpdated = &lu
+			}
+		}
+		if t.Status.ClusterStates == nil {
+			t.Status.ClusterStates = map[string]gnmicv1alpha1.ClusterTargetState{}
+		}
+		t.Status.ClusterStates[c.Name] = want
+	}
+	return kube.PatchStatusIfChanged(ctx, r.Client, before, t)
+}
+
+// finalize removes the Cluster's entries from Target status and stops following its pods.
+func (r *ClusterReconciler) finalize(ctx context.Context, c *gnmicv1alpha1.Cluster) error {
+	if !controllerutil.ContainsFinalizer(c, clusterFinalizer) {
+		return nil
+	}
+	targets := &gnmicv1alpha1.TargetList{}
+	if err := r.List(ctx, targets, client.InNamespace(c.Namespace)); err != nil {
+		return err
+	}
+	if err := r.writeTargetStates(ctx, c, targets.Items, nil, nil); err != nil {
+		return err
+	}
+	r.forget(client.ObjectKeyFromObject(c))
+	controllerutil.RemoveFinalizer(c, clusterFinalizer)
+	return r.Update(ctx, c)
+}
+
+func (r *ClusterReconciler) setApplied(c *gnmicv1alpha1.Cluster, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: gnmicv1alpha1.ClusterConditionConfigApplied,
+		Status: status, Reason: reason, Message: msg, ObservedGeneration: c.Generation})
+}
+
+func (r *ClusterReconciler) setReady(c *gnmicv1alpha1.Cluster, applied bool) {
+	cond := metav1.Condition{Type: gnmicv1alpha1.ClusterConditionReady, ObservedGeneration: c.Generation}
+	want := c.DesiredReplicas()
+	switch {
+	case applied && c.Status.ReadyReplicas >= want:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, gnmicv1alpha1.ReasonClusterReady, "every collector is ready and configured"
+	case c.Status.ReadyReplicas > 0:
+		cond.Status, cond.Reason = metav1.ConditionFalse, gnmicv1alpha1.ReasonClusterPartiallyReady
+		cond.Message = fmt.Sprintf("%d of %d collectors ready", c.Status.ReadyReplicas, want)
+	default:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, gnmicv1alpha1.ReasonClusterNotReady, "no collector is ready"
+	}
+	meta.SetStatusCondition(&c.Status.Conditions, cond)
+}
+
+func (r *ClusterReconciler) setCapacityCondition(c *gnmicv1alpha1.Cluster, placed placement.Result) {
+	cond := metav1.Condition{Type: gnmicv1alpha1.ClusterConditionCapacityExhausted, Status: metav1.ConditionFalse,
+		Reason: gnmicv1alpha1.ReasonCapacityAvailable, Message: "every target is placed", ObservedGeneration: c.Generation}
+	if n := len(placed.Unassigned); n > 0 {
+		cond.Status, cond.Reason = metav1.ConditionTrue, gnmicv1alpha1.ReasonCapacityExhausted
+		cond.Message = fmt.Sprintf("%d targets fit on no pod (capacity %d per pod)", n, placed.Capacity)
+		if !meta.IsStatusConditionTrue(c.Status.Conditions, cond.Type) {
+			r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, cond.Reason, "Place", cond.Message)
+		}
+	}
+	meta.SetStatusCondition(&c.Status.Conditions, cond)
+}
+
+func (r *ClusterReconciler) setCertificatesCondition(c *gnmicv1alpha1.Cluster) {
+	wantsTLS := c.Spec.ClientTLS != nil || (c.Spec.API != nil && c.Spec.API.TLS != nil) || (c.Spec.GRPCTunnel != nil && c.Spec.GRPCTunnel.TLS != nil)
+	if !wantsTLS {
+		meta.RemoveStatusCondition(&c.Status.Conditions, gnmicv1alpha1.ClusterConditionCertificatesReady)
+		return
+	}
+	meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: gnmicv1alpha1.ClusterConditionCertificatesReady,
+		Status: metav1.ConditionFalse, Reason: gnmicv1alpha1.ReasonTLSNotConfigured, ObservedGeneration: c.Generation,
+		Message: "cert-manager certificates are not issued by this operator version; TLS settings are not applied yet"})
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+func result(err error) string {
+	if err != nil {
+		return "failure"
+	}
+	return "success"
+}
+
+// SetupWithManager registers the controller and its watches.
+func (r *ClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts kube.ControllerOptions) error {
+	if err := kube.IndexField(ctx, mgr, &gnmicv1alpha1.Pipeline{}, pipelineClusterIx, func(o client.Object) []string {
+		return []string{o.(*gnmicv1alpha1.Pipeline).Spec.ClusterRef}
+	}); err != nil {
+		return err
+	}
+	r.events = make(chan event.GenericEvent, 1024)
+	r.Monitor.Changed = func(cluster ktypes.NamespacedName) {
+		c := &gnmicv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.Namespace, Name: cluster.Name}}
+		r.events <- event.GenericEvent{Object: c}
+	}
+	r.Monitor.Dropped = r.Invalidate
+	toClusters := handler.EnqueueRequestsFromMapFunc(r.clustersInNamespace)
+	specOrLabels := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ClusterControllerName).
+		For(&gnmicv1alpha1.Cluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Owns(&appsv1.StatefulSet{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.ConfigMap{}).
+		Watches(&gnmicv1alpha1.Pipeline{}, handler.Funcs{
+			CreateFunc: func(_ context.Context, e event.TypedCreateEvent[client.Object], q workqueueT) {
+				q.Add(pipelineCluster(e.Object))
+			},
+			UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[client.Object], q workqueueT) {
+				if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
+					q.Add(pipelineCluster(e.ObjectOld))
+					q.Add(pipelineCluster(e.ObjectNew))
+				}
+			},
+			DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[client.Object], q workqueueT) {
+				q.Add(pipelineCluster(e.Object))
+			},
+		}).
+		Watches(&gnmicv1alpha1.Target{}, toClusters, specOrLabels).
+		Watches(&gnmicv1alpha1.TargetProfile{}, toClusters, specOrLabels).
+		Watches(&gnmicv1alpha1.Subscription{}, toClusters, specOrLabels).
+		Watches(&gnmicv1alpha1.Output{}, toClusters, specOrLabels).
+		Watches(&gnmicv1alpha1.Input{}, toClusters, specOrLabels).
+		Watches(&gnmicv1alpha1.Processor{}, toClusters, specOrLabels).
+		Watches(&gnmicv1alpha1.TunnelTargetPolicy{}, toClusters, specOrLabels).
+		WatchesRawSource(source.Channel(r.events, &handler.EnqueueRequestForObject{})).
+		WithOptions(opts.Options()).
+		Complete(telemetry.TracedReconciler(ClusterControllerName, r))
+}
+
+func pipelineCluster(o client.Object) reconcile.Request {
+	return reconcile.Request{NamespacedName: ktypes.NamespacedName{Namespace: o.GetNamespace(), Name: o.(*gnmicv1alpha1.Pipeline).Spec.ClusterRef}}
+}
+
+// clustersInNamespace maps any object of a namespace to every Cluster a Pipeline there refers to.
+func (r *ClusterReconciler) clustersInNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	pipelines := &gnmicv1alpha1.PipelineList{}
+	if err := r.List(ctx, pipelines, client.InNamespace(o.GetNamespace())); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing Pipelines")
+		return nil
+	}
+	seen := map[string]bool{}
+	var reqs []reconcile.Request
+	for i := range pipelines.Items {
+		ref := pipelines.Items[i].Spec.ClusterRef
+		if !seen[ref] {
+			seen[ref] = true
+			reqs = append(reqs, reconcile.Request{NamespacedName: ktypes.NamespacedName{Namespace: o.GetNamespace(), Name: ref}})
+		}
+	}
+	return reqs
+}

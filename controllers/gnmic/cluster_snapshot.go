@@ -1,0 +1,90 @@
+package gnmic
+
+import (
+	"context"
+	"sort"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ktypes "k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	gnmicv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/gnmic/plan"
+)
+
+var (
+	applyTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gnmic_operator_cluster_apply_total",
+		Help: "POST /api/v1/config/apply requests sent to collector pods, by result (success|failure).",
+	}, []string{"namespace", "name", "result"})
+	clusterTargets = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gnmic_operator_cluster_targets",
+		Help: "Targets of a Cluster by state (assigned|unassigned).",
+	}, []string{"namespace", "name", "state"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(applyTotal, clusterTargets)
+}
+
+func recordClusterGauges(c *gnmicv1alpha1.Cluster) {
+	clusterTargets.WithLabelValues(c.Namespace, c.Name, "assigned").Set(float64(c.Status.TargetsCount))
+	clusterTargets.WithLabelValues(c.Namespace, c.Name, "unassigned").Set(float64(c.Status.UnassignedTargets))
+}
+
+// snapshot reads everything the plan needs from the Cluster's namespace.
+func (r *ClusterReconciler) snapshot(ctx context.Context, c *gnmicv1alpha1.Cluster) (plan.Snapshot, error) {
+	ns := client.InNamespace(c.Namespace)
+	var s plan.Snapshot
+	pipelines := &gnmicv1alpha1.PipelineList{}
+	if err := r.List(ctx, pipelines, ns, client.MatchingFields{pipelineClusterIx: c.Name}); err != nil {
+		return s, err
+	}
+	s.Pipelines = pipelines.Items
+	profiles, err := readNamespace(ctx, r.Client, c.Namespace, &s)
+	if err != nil {
+		return s, err
+	}
+	sort.Slice(s.Targets, func(i, j int) bool { return s.Targets[i].Name < s.Targets[j].Name })
+	s.Profiles = map[ktypes.NamespacedName]*gnmicv1alpha1.TargetProfile{}
+	s.Credentials = map[ktypes.NamespacedName]map[string][]byte{}
+	for i := range profiles {
+		p := &profiles[i]
+		s.Profiles[client.ObjectKeyFromObject(p)] = p
+		if ref := p.Spec.CredentialsRef; ref != nil {
+			key := ktypes.NamespacedName{Namespace: p.Namespace, Name: ref.Name}
+			if _, done := s.Credentials[key]; done {
+				continue
+			}
+			secret := &corev1.Secret{}
+			if err := r.APIReader.Get(ctx, key, secret); err != nil {
+				if !apierrors.IsNotFound(err) {
+					return s, err
+				}
+				continue
+			}
+			s.Credentials[key] = secret.Data
+		}
+	}
+	s.OutputAddresses = r.resolveOutputAddresses(ctx, s.Outputs)
+	return s, nil
+}
+
+// readNamespace lists every kind a plan selects from in one namespace into s, and returns the TargetProfiles.
+func readNamespace(ctx context.Context, c client.Client, namespace string, s *plan.Snapshot) ([]gnmicv1alpha1.TargetProfile, error) {
+	ns := client.InNamespace(namespace)
+	targets, subs, outs := &gnmicv1alpha1.TargetList{}, &gnmicv1alpha1.SubscriptionList{}, &gnmicv1alpha1.OutputList{}
+	ins, procs, ttps := &gnmicv1alpha1.InputList{}, &gnmicv1alpha1.ProcessorList{}, &gnmicv1alpha1.TunnelTargetPolicyList{}
+	profiles := &gnmicv1alpha1.TargetProfileList{}
+	for _, l := range []client.ObjectList{targets, subs, outs, ins, procs, ttps, profiles} {
+		if err := c.List(ctx, l, ns); err != nil {
+			return nil, err
+		}
+	}
+	s.Targets, s.Subscriptions, s.Outputs, s.Inputs = targets.Items, subs.Items, outs.Items, ins.Items
+	s.Processors, s.TunnelTargetPolicies = procs.Items, ttps.Items
+	return profiles.Items, nil
+}

@@ -1,0 +1,153 @@
+// Package collector talks to gNMIc collectors (v0.45 collector mode) over their REST API: it pushes plans with
+// POST /api/v1/config/apply, reads target state with GET /api/v1/targets, and follows
+// /api/v1/sse/targets?store=state. Monitor keeps one stream and one poller per collector pod.
+package collector
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// TargetState is gNMIc's per-target runtime state.
+type TargetState struct {
+	IntendedState   string            `json:"intended-state,omitempty"`
+	State           string            `json:"state,omitempty"`
+	FailedReason    string            `json:"failed-reason,omitempty"`
+	LastUpdated     time.Time         `json:"last-updated"`
+	ConnectionState string            `json:"connection-state,omitempty"`
+	Subscriptions   map[string]string `json:"subscriptions,omitempty"`
+}
+
+// targetResponse is one element of GET /api/v1/targets.
+type targetResponse struct {
+	Name  string       `json:"name"`
+	State *TargetState `json:"state,omitempty"`
+}
+
+// Event is one server-sent event of /api/v1/sse/{kind}.
+type Event struct {
+	Store     string          `json:"store"`
+	Kind      string          `json:"kind"`
+	Name      string          `json:"name"`
+	EventType string          `json:"event-type"`
+	Object    json.RawMessage `json:"object"`
+}
+
+// Client calls collectors. The zero value uses http.DefaultClient.
+type Client struct {
+	HTTP *http.Client
+}
+
+func (c *Client) http() *http.Client {
+	if c.HTTP != nil {
+		return c.HTTP
+	}
+	return http.DefaultClient
+}
+
+// Apply posts a full configuration to the collector at baseURL.
+func (c *Client) Apply(ctx context.Context, baseURL string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(baseURL, "/")+"/api/v1/config/apply", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http().Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode/100 != 2 {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("apply to %s: HTTP %d: %s", baseURL, resp.StatusCode, strings.TrimSpace(string(msg)))
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return nil
+}
+
+// Targets returns the runtime state of every target the collector holds, by name.
+func (c *Client) Targets(ctx context.Context, baseURL string) (map[string]TargetState, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(baseURL, "/")+"/api/v1/targets", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.http().Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s/api/v1/targets: HTTP %d", baseURL, resp.StatusCode)
+	}
+	var list []targetResponse
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return nil, fmt.Errorf("decoding targets from %s: %w", baseURL, err)
+	}
+	out := make(map[string]TargetState, len(list))
+	for _, t := range list {
+		if t.State != nil {
+			out[t.Name] = *t.State
+		} else {
+			out[t.Name] = TargetState{}
+		}
+	}
+	return out, nil
+}
+
+// Watch follows /api/v1/sse/targets?store=state, calling connected once the stream is open and onEvent for
+// every event, until the stream ends or ctx is done. It always returns a non-nil error.
+func (c *Client) Watch(ctx context.Context, baseURL string, connected func(), onEvent func(Event)) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(baseURL, "/")+"/api/v1/sse/targets?store=state", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := c.http().Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("SSE %s: HTTP %d", baseURL, resp.StatusCode)
+	}
+	connected()
+	return ReadEvents(resp.Body, onEvent)
+}
+
+// ReadEvents parses a text/event-stream, calling onEvent for each event whose data is an Event. Comment lines and
+// events with other data are skipped. It returns io.ErrUnexpectedEOF when the stream ends.
+func ReadEvents(r io.Reader, onEvent func(Event)) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
+	var data strings.Builder
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if data.Len() > 0 {
+				var ev Event
+				if err := json.Unmarshal([]byte(data.String()), &ev); err == nil {
+					onEvent(ev)
+				}
+				data.Reset()
+			}
+		case strings.HasPrefix(line, ":"):
+		case strings.HasPrefix(line, "data:"):
+			if data.Len() > 0 {
+				data.WriteByte('\n')
+			}
+			data.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	return io.ErrUnexpectedEOF
+}

@@ -1,0 +1,85 @@
+package gnmic
+
+import (
+	"context"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	gnmicv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
+)
+
+// +kubebuilder:webhook:path=/validate-operator-gnmic-dev-v1alpha1-cluster,mutating=false,failurePolicy=fail,sideEffects=None,groups=operator.gnmic.dev,resources=clusters,verbs=create;update,versions=v1alpha1,name=vcluster-v1alpha1.operator.gnmic.dev,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-operator-gnmic-dev-v1alpha1-pipeline,mutating=false,failurePolicy=fail,sideEffects=None,groups=operator.gnmic.dev,resources=pipelines,verbs=create;update,versions=v1alpha1,name=vpipeline-v1alpha1.operator.gnmic.dev,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-operator-gnmic-dev-v1alpha1-subscription,mutating=false,failurePolicy=fail,sideEffects=None,groups=operator.gnmic.dev,resources=subscriptions,verbs=create;update,versions=v1alpha1,name=vsubscription-v1alpha1.operator.gnmic.dev,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-operator-gnmic-dev-v1alpha1-output,mutating=false,failurePolicy=fail,sideEffects=None,groups=operator.gnmic.dev,resources=outputs,verbs=create;update,versions=v1alpha1,name=voutput-v1alpha1.operator.gnmic.dev,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-operator-gnmic-dev-v1alpha1-input,mutating=false,failurePolicy=fail,sideEffects=None,groups=operator.gnmic.dev,resources=inputs,verbs=create;update,versions=v1alpha1,name=vinput-v1alpha1.operator.gnmic.dev,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-operator-gnmic-dev-v1alpha1-processor,mutating=false,failurePolicy=fail,sideEffects=None,groups=operator.gnmic.dev,resources=processors,verbs=create;update,versions=v1alpha1,name=vprocessor-v1alpha1.operator.gnmic.dev,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-operator-gnmic-dev-v1alpha1-tunneltargetpolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=operator.gnmic.dev,resources=tunneltargetpolicies,verbs=create;update,versions=v1alpha1,name=vtunneltargetpolicy-v1alpha1.operator.gnmic.dev,admissionReviewVersions=v1,timeoutSeconds=10
+
+// specValidator validates one kind with a pure function from the API package; deletes are never blocked.
+type specValidator[T client.Object] struct {
+	kind     string
+	validate func(T) field.ErrorList
+}
+
+func (v specValidator[T]) check(obj T) error {
+	if errs := v.validate(obj); len(errs) > 0 {
+		return apierrors.NewInvalid(gnmicv1alpha1.GroupVersion.WithKind(v.kind).GroupKind(), obj.GetName(), errs)
+	}
+	return nil
+}
+
+func (v specValidator[T]) ValidateCreate(_ context.Context, obj T) (admission.Warnings, error) {
+	return nil, v.check(obj)
+}
+
+func (v specValidator[T]) ValidateUpdate(_ context.Context, _, obj T) (admission.Warnings, error) {
+	return nil, v.check(obj)
+}
+
+func (v specValidator[T]) ValidateDelete(context.Context, T) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func setup[T client.Object](mgr ctrl.Manager, obj T, kind string, validate func(T) field.ErrorList) error {
+	return ctrl.NewWebhookManagedBy(mgr, obj).WithValidator(specValidator[T]{kind: kind, validate: validate}).Complete()
+}
+
+// SetupClusterWebhook registers the Cluster validating webhook (image, replicas, ports, TLS issuers).
+func SetupClusterWebhook(mgr ctrl.Manager) error {
+	return setup(mgr, &gnmicv1alpha1.Cluster{}, "Cluster", gnmicv1alpha1.ValidateCluster)
+}
+
+// SetupPipelineWebhook registers the Pipeline validating webhook (refs and selectors).
+func SetupPipelineWebhook(mgr ctrl.Manager) error {
+	return setup(mgr, &gnmicv1alpha1.Pipeline{}, "Pipeline", gnmicv1alpha1.ValidatePipeline)
+}
+
+// SetupSubscriptionWebhook registers the Subscription validating webhook (mode, paths, intervals).
+func SetupSubscriptionWebhook(mgr ctrl.Manager) error {
+	return setup(mgr, &gnmicv1alpha1.Subscription{}, "Subscription", gnmicv1alpha1.ValidateSubscription)
+}
+
+// SetupOutputWebhook registers the Output validating webhook (type and address resolution rules).
+func SetupOutputWebhook(mgr ctrl.Manager) error {
+	return setup(mgr, &gnmicv1alpha1.Output{}, "Output", gnmicv1alpha1.ValidateOutput)
+}
+
+// SetupInputWebhook registers the Input validating webhook.
+func SetupInputWebhook(mgr ctrl.Manager) error {
+	return setup(mgr, &gnmicv1alpha1.Input{}, "Input", gnmicv1alpha1.ValidateInput)
+}
+
+// SetupProcessorWebhook registers the Processor validating webhook.
+func SetupProcessorWebhook(mgr ctrl.Manager) error {
+	return setup(mgr, &gnmicv1alpha1.Processor{}, "Processor", gnmicv1alpha1.ValidateProcessor)
+}
+
+// SetupTunnelTargetPolicyWebhook registers the TunnelTargetPolicy validating webhook (match regexes).
+func SetupTunnelTargetPolicyWebhook(mgr ctrl.Manager) error {
+	return setup(mgr, &gnmicv1alpha1.TunnelTargetPolicy{}, "TunnelTargetPolicy", gnmicv1alpha1.ValidateTunnelTargetPolicy)
+}

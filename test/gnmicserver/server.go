@@ -1,0 +1,507 @@
+// Package gnmicserver is a stand-in for one gNMIc collector (v0.45 collector mode) speaking its REST protocol as
+// gNMIc implements it (pkg/collector/api/server): POST /api/v1/config/apply (a full declarative replace),
+// /api/v1/config/targets[/{name}], /api/v1/config/subscriptions, /api/v1/targets[/{name}],
+// /api/v1/sse/{kind}?store=config|state|all and /api/v1/healthz. Bodies use gNMIc's published config types, so
+// field names and encodings are gNMIc's; unlike gNMIc it decodes strictly and rejects unknown fields, so a typo in
+// the operator's payload fails loudly. It records every apply and can inject faults: down, slow, 5xx and dropped
+// SSE streams. Tests and `make dev` run it on loopback; it never dials a device, it reports every target it holds
+// as running with a READY connection (or whatever ConnectionState says).
+package gnmicserver
+
+import (
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/openconfig/gnmic/pkg/api/types"
+)
+
+// TunnelTargetMatch is gNMIc's tunnel-target-match entry.
+type TunnelTargetMatch struct {
+	Type   string             `json:"type,omitempty"`
+	ID     string             `json:"id,omitempty"`
+	Config types.TargetConfig `json:"config,omitempty"`
+}
+
+// ApplyRequest is the body of POST /api/v1/config/apply.
+type ApplyRequest struct {
+	Targets             map[string]*types.TargetConfig       `json:"targets"`
+	Subscriptions       map[string]*types.SubscriptionConfig `json:"subscriptions"`
+	Outputs             map[string]map[string]any            `json:"outputs"`
+	Inputs              map[string]map[string]any            `json:"inputs"`
+	Processors          map[string]map[string]any            `json:"processors"`
+	TunnelTargetMatches map[string]*TunnelTargetMatch        `json:"tunnel-target-matches"`
+}
+
+// TargetState is gNMIc's per-target state-store entry.
+type TargetState struct {
+	IntendedState   string            `json:"intended-state"`
+	State           string            `json:"state"`
+	FailedReason    string            `json:"failed-reason,omitempty"`
+	LastUpdated     time.Time         `json:"last-updated"`
+	ConnectionState string            `json:"connection-state,omitempty"`
+	Subscriptions   map[string]string `json:"subscriptions,omitempty"`
+}
+
+// TargetResponse is one element of GET /api/v1/targets.
+type TargetResponse struct {
+	Name   string              `json:"name"`
+	Config *types.TargetConfig `json:"config"`
+	State  *TargetState        `json:"state,omitempty"`
+}
+
+// SSEEvent is the data of one server-sent event.
+type SSEEvent struct {
+	Timestamp time.Time `json:"timestamp"`
+	Store     string    `json:"store"`
+	Kind      string    `json:"kind"`
+	Name      string    `json:"name"`
+	EventType string    `json:"event-type"`
+	Object    any       `json:"object"`
+}
+
+type apiErrors struct {
+	Errors []string `json:"errors,omitempty"`
+}
+
+// Fault is injected into every request while set.
+type Fault struct {
+	// Down closes every connection without a response, as a crashed collector would.
+	Down bool
+	// Delay holds every request this long first.
+	Delay time.Duration
+	// Status, when non-zero, answers every request except SSE streams with this status and an errors body.
+	Status int
+}
+
+type subscriber struct {
+	store string
+	ch    chan SSEEvent
+	done  chan struct{}
+}
+
+// Server is one fake collector.
+type Server struct {
+	// ConnectionState, when set, decides the reported connection state of a target (default READY).
+	ConnectionState func(cfg *types.TargetConfig) string
+
+	mu          sync.Mutex
+	config      ApplyRequest
+	states      map[string]*TargetState
+	fault       Fault
+	applies     []ApplyRequest
+	subscribers map[*subscriber]bool
+
+	listener net.Listener
+	srv      *http.Server
+}
+
+// Start listens on addr (e.g. 127.0.0.1:0) and serves until Close.
+func Start(addr string) (*Server, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{listener: l, states: map[string]*TargetState{}, subscribers: map[*subscriber]bool{}}
+	s.config = emptyConfig()
+	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.srv.Serve(l) }()
+	return s, nil
+}
+
+// URL is the server's base URL, e.g. http://127.0.0.1:41234.
+func (s *Server) URL() string { return "http://" + s.listener.Addr().String() }
+
+// Close stops the server and ends every stream.
+func (s *Server) Close() error {
+	s.DropStreams()
+	return s.srv.Close()
+}
+
+func emptyConfig() ApplyRequest {
+	return ApplyRequest{Targets: map[string]*types.TargetConfig{}, Subscriptions: map[string]*types.SubscriptionConfig{},
+		Outputs: map[string]map[string]any{}, Inputs: map[string]map[string]any{}, Processors: map[string]map[string]any{},
+		TunnelTargetMatches: map[string]*TunnelTargetMatch{}}
+}
+
+// SetFault replaces the injected fault; Fault{} clears it.
+func (s *Server) SetFault(f Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fault = f
+}
+
+// DropStreams ends every open SSE stream, as a collector restart or a broken connection would.
+func (s *Server) DropStreams() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for sub := range s.subscribers {
+		close(sub.done)
+		delete(s.subscribers, sub)
+	}
+}
+
+// Streams is how many SSE streams are open.
+func (s *Server) Streams() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.subscribers)
+}
+
+// TargetNames returns the names of the targets the collector holds, sorted.
+func (s *Server) TargetNames() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Sorted(maps.Keys(s.config.Targets))
+}
+
+// Config returns the collector's current configuration.
+func (s *Server) Config() ApplyRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.config
+}
+
+// Applies returns every accepted apply request, oldest first.
+func (s *Server) Applies() []ApplyRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.applies)
+}
+
+// ApplyCount is how many apply requests were accepted.
+func (s *Server) ApplyCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.applies)
+}
+
+// SetTargetState overrides the reported state of one target and publishes it to state streams.
+func (s *Server) SetTargetState(name, state, connectionState, failedReason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ts, ok := s.states[name]
+	if !ok {
+		return
+	}
+	ts.State, ts.ConnectionState, ts.FailedReason, ts.LastUpdated = state, connectionState, failedReason, time.Now().UTC()
+	s.publishLocked("state", name, "update", cloneState(ts))
+}
+
+// Handler is the HTTP API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "healthy"})
+	})
+	mux.HandleFunc("POST /api/v1/config/apply", s.handleApply)
+	mux.HandleFunc("GET /api/v1/config", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, s.Config()) })
+	mux.HandleFunc("GET /api/v1/config/targets", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, s.Config().Targets)
+	})
+	mux.HandleFunc("GET /api/v1/config/targets/{id}", func(w http.ResponseWriter, r *http.Request) {
+		cfg, ok := s.Config().Targets[r.PathValue("id")]
+		if !ok {
+			writeErrors(w, http.StatusNotFound, fmt.Sprintf("target %s not found", r.PathValue("id")))
+			return
+		}
+		writeJSON(w, http.StatusOK, cfg)
+	})
+	mux.HandleFunc("POST /api/v1/config/targets", s.handleTargetPost)
+	mux.HandleFunc("DELETE /api/v1/config/targets/{id}", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.config.Targets, r.PathValue("id"))
+		s.syncStatesLocked()
+		w.WriteHeader(http.StatusOK)
+	})
+	mux.HandleFunc("GET /api/v1/config/subscriptions", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, s.Config().Subscriptions)
+	})
+	mux.HandleFunc("GET /api/v1/config/outputs", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, s.Config().Outputs)
+	})
+	mux.HandleFunc("GET /api/v1/targets", s.handleTargets)
+	mux.HandleFunc("GET /api/v1/targets/{id}", s.handleTargets)
+	mux.HandleFunc("GET /api/v1/sse/{kind}", s.handleSSE)
+	return s.withFaults(mux)
+}
+
+func (s *Server) withFaults(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		f := s.fault
+		s.mu.Unlock()
+		if f.Delay > 0 {
+			select {
+			case <-time.After(f.Delay):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		if f.Down {
+			if hj, ok := w.(http.Hijacker); ok {
+				if conn, _, err := hj.Hijack(); err == nil {
+					_ = conn.Close()
+					return
+				}
+			}
+			writeErrors(w, http.StatusServiceUnavailable, "down")
+			return
+		}
+		if f.Status != 0 && !strings.HasPrefix(r.URL.Path, "/api/v1/sse/") {
+			writeErrors(w, f.Status, "injected failure")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func decodeStrict(r *http.Request, into any) error {
+	var body io.Reader = r.Body
+	if r.Header.Get("Content-Encoding") == "gzip" {
+		gz, err := gzip.NewReader(r.Body)
+		if err != nil {
+			return fmt.Errorf("gzip error: %w", err)
+		}
+		defer func() { _ = gz.Close() }()
+		body = gz
+	}
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the JSON body")
+	}
+	return nil
+}
+
+// validateApply holds gNMIc's rules for an apply request.
+func validateApply(req *ApplyRequest) error {
+	if len(req.Targets) > 0 && len(req.Subscriptions) == 0 {
+		return errors.New("if targets are provided, at least one subscription is required")
+	}
+	if len(req.TunnelTargetMatches) > 0 && len(req.Subscriptions) == 0 {
+		return errors.New("if tunnel-target-matches are provided, at least one subscription is required")
+	}
+	if len(req.Inputs) > 0 && len(req.Outputs) == 0 {
+		return errors.New("if inputs are provided, at least one output is required")
+	}
+	for name, t := range req.Targets {
+		if t == nil || t.Address == "" {
+			return fmt.Errorf("target %s: address is required", name)
+		}
+	}
+	return nil
+}
+
+func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
+	req := ApplyRequest{}
+	if err := decodeStrict(r, &req); err != nil {
+		writeErrors(w, http.StatusBadRequest, "decode error: "+err.Error())
+		return
+	}
+	if err := validateApply(&req); err != nil {
+		writeErrors(w, http.StatusBadRequest, "validate error: "+err.Error())
+		return
+	}
+	full := emptyConfig()
+	maps.Copy(full.Targets, req.Targets)
+	maps.Copy(full.Subscriptions, req.Subscriptions)
+	maps.Copy(full.Outputs, req.Outputs)
+	maps.Copy(full.Inputs, req.Inputs)
+	maps.Copy(full.Processors, req.Processors)
+	maps.Copy(full.TunnelTargetMatches, req.TunnelTargetMatches)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.config = full
+	s.applies = append(s.applies, full)
+	s.syncStatesLocked()
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *Server) handleTargetPost(w http.ResponseWriter, r *http.Request) {
+	tc := &types.TargetConfig{}
+	if err := decodeStrict(r, tc); err != nil {
+		writeErrors(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if tc.Name == "" || tc.Address == "" {
+		writeErrors(w, http.StatusBadRequest, "target name and address are required")
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sub := range tc.Subscriptions {
+		if _, ok := s.config.Subscriptions[sub]; !ok {
+			writeErrors(w, http.StatusNotFound, fmt.Sprintf("subscription %s not found", sub))
+			return
+		}
+	}
+	s.config.Targets = maps.Clone(s.config.Targets)
+	s.config.Targets[tc.Name] = tc
+	s.syncStatesLocked()
+	w.WriteHeader(http.StatusOK)
+}
+
+// syncStatesLocked brings the state store in line with the configured targets and publishes the changes.
+func (s *Server) syncStatesLocked() {
+	now := time.Now().UTC()
+	for name := range s.states {
+		if _, ok := s.config.Targets[name]; !ok {
+			delete(s.states, name)
+			s.publishLocked("state", name, "delete", nil)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.config.Targets)) {
+		cfg := s.config.Targets[name]
+		conn := "READY"
+		if s.ConnectionState != nil {
+			conn = s.ConnectionState(cfg)
+		}
+		subs := map[string]string{}
+		for _, sub := range cfg.Subscriptions {
+			subs[sub] = "running"
+		}
+		want := &TargetState{IntendedState: "enabled", State: "running", ConnectionState: conn, Subscriptions: subs, LastUpdated: now}
+		old, ok := s.states[name]
+		if ok && old.State == want.State && old.ConnectionState == want.ConnectionState && maps.Equal(old.Subscriptions, want.Subscriptions) {
+			continue
+		}
+		event := "create"
+		if ok {
+			event = "update"
+		}
+		s.states[name] = want
+		s.publishLocked("state", name, event, cloneState(want))
+		s.publishLocked("config", name, event, cfg)
+	}
+}
+
+func cloneState(ts *TargetState) *TargetState {
+	c := *ts
+	c.Subscriptions = maps.Clone(ts.Subscriptions)
+	return &c
+}
+
+func (s *Server) publishLocked(store, name, event string, obj any) {
+	ev := SSEEvent{Timestamp: time.Now().UTC(), Store: store, Kind: "targets", Name: name, EventType: event, Object: obj}
+	for sub := range s.subscribers {
+		if sub.store != "all" && sub.store != store {
+			continue
+		}
+		select {
+		case sub.ch <- ev:
+		default: // a subscriber too slow to keep up loses its stream, as it would on a real collector
+			close(sub.done)
+			delete(s.subscribers, sub)
+		}
+	}
+}
+
+func (s *Server) handleTargets(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	var out []TargetResponse
+	for _, name := range slices.Sorted(maps.Keys(s.config.Targets)) {
+		if id := r.PathValue("id"); id != "" && id != name {
+			continue
+		}
+		tr := TargetResponse{Name: name, Config: s.config.Targets[name]}
+		if st, ok := s.states[name]; ok {
+			tr.State = cloneState(st)
+		}
+		out = append(out, tr)
+	}
+	s.mu.Unlock()
+	if id := r.PathValue("id"); id != "" && len(out) == 0 {
+		writeErrors(w, http.StatusNotFound, "target not found")
+		return
+	}
+	if out == nil {
+		out = []TargetResponse{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleSSE(w http.ResponseWriter, r *http.Request) {
+	kind := r.PathValue("kind")
+	if kind != "targets" {
+		writeErrors(w, http.StatusBadRequest, fmt.Sprintf("kind %q is not served by this test server", kind))
+		return
+	}
+	store := r.URL.Query().Get("store")
+	if store == "" {
+		store = "all"
+	}
+	if store != "config" && store != "state" && store != "all" {
+		writeErrors(w, http.StatusBadRequest, fmt.Sprintf("invalid store %q; expected one of: config, state, all", store))
+		return
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming not supported", http.StatusInternalServerError)
+		return
+	}
+	sub := &subscriber{store: store, ch: make(chan SSEEvent, 4096), done: make(chan struct{})}
+	s.mu.Lock()
+	// Initial replay: every existing entry as a create event.
+	for _, name := range slices.Sorted(maps.Keys(s.config.Targets)) {
+		if store != "state" {
+			sub.ch <- SSEEvent{Timestamp: time.Now().UTC(), Store: "config", Kind: kind, Name: name, EventType: "create", Object: s.config.Targets[name]}
+		}
+		if st, ok := s.states[name]; ok && store != "config" {
+			sub.ch <- SSEEvent{Timestamp: time.Now().UTC(), Store: "state", Kind: kind, Name: name, EventType: "create", Object: cloneState(st)}
+		}
+	}
+	s.subscribers[sub] = true
+	s.mu.Unlock()
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+	keepalive := time.NewTicker(15 * time.Second)
+	defer keepalive.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			s.mu.Lock()
+			delete(s.subscribers, sub)
+			s.mu.Unlock()
+			return
+		case <-sub.done:
+			return
+		case <-keepalive.C:
+			_, _ = fmt.Fprint(w, ": keepalive\n\n")
+			flusher.Flush()
+		case ev := <-sub.ch:
+			data, err := json.Marshal(ev)
+			if err != nil {
+				continue
+			}
+			_, _ = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.EventType, data)
+			flusher.Flush()
+		}
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeErrors(w http.ResponseWriter, status int, msgs ...string) {
+	writeJSON(w, status, apiErrors{Errors: msgs})
+}
