@@ -155,7 +155,7 @@ type InputSpec struct {
 // +kubebuilder:resource:categories={gnmic}
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +operator-sdk:csv:customresourcedefinitions:displayName="gNMIc Input"
+// +operator-sdk:csv:customresourcedefinitions:displayName="gNMIc Input",resources={{Cluster,v1alpha1,""}}
 type Input struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -196,7 +196,7 @@ type ProcessorSpec struct {
 // +kubebuilder:resource:categories={gnmic}
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +operator-sdk:csv:customresourcedefinitions:displayName="gNMIc Processor"
+// +operator-sdk:csv:customresourcedefinitions:displayName="gNMIc Processor",resources={{Cluster,v1alpha1,""}}
 type Processor struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -157,7 +157,7 @@ type PipelineStatus struct {
 // +kubebuilder:printcolumn:name="Inputs",type=integer,JSONPath=`.status.inputsCount`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +operator-sdk:csv:customresourcedefinitions:displayName="gNMIc Pipeline"
+// +operator-sdk:csv:customresourcedefinitions:displayName="gNMIc Pipeline",resources={{Cluster,v1alpha1,""},{Target,v1alpha1,""},{Event,v1,""}}
 type Pipeline struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -132,7 +132,7 @@ type SubscriptionStatus struct {
 // +kubebuilder:printcolumn:name="SampleInterval",type=string,JSONPath=`.spec.sampleInterval`
 // +kubebuilder:printcolumn:name="Encoding",type=string,JSONPath=`.spec.encoding`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +operator-sdk:csv:customresourcedefinitions:displayName="gNMI Subscription"
+// +operator-sdk:csv:customresourcedefinitions:displayName="gNMI Subscription",resources={{Cluster,v1alpha1,""}}
 type Subscription struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

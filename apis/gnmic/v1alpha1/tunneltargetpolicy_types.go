@@ -35,7 +35,7 @@ type TunnelTargetPolicySpec struct {
 // +kubebuilder:printcolumn:name="ID",type=string,JSONPath=`.spec.match.id`
 // +kubebuilder:printcolumn:name="Profile",type=string,JSONPath=`.spec.profile`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +operator-sdk:csv:customresourcedefinitions:displayName="gNMIc Tunnel Target Policy"
+// +operator-sdk:csv:customresourcedefinitions:displayName="gNMIc Tunnel Target Policy",resources={{Cluster,v1alpha1,""},{TargetProfile,v1alpha1,""}}
 type TunnelTargetPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
