@@ -6,6 +6,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	gnmiccontrollers "github.com/quartet-dev/quartet-operator/controllers/gnmic"
+	"github.com/quartet-dev/quartet-operator/internal/gnmic/targetsource"
 	gnmicwebhooks "github.com/quartet-dev/quartet-operator/internal/webhook/gnmic"
 )
 
@@ -33,6 +34,32 @@ func gnmicControllers() []Controller {
 				}).SetupWithManager(ctx, mgr, d.options(gnmiccontrollers.TargetProfileControllerName))
 			},
 		},
+		{
+			Name: gnmiccontrollers.TargetSourceControllerName, Group: "gnmic",
+			Reads: []Kind{"gnmic/TargetSource", "gnmic/Target"},
+			Setup: func(ctx context.Context, mgr ctrl.Manager, d Dependencies) error {
+				mapper, err := targetsource.NewMapper()
+				if err != nil {
+					return err
+				}
+				r := &gnmiccontrollers.TargetSourceReconciler{
+					Client:    mgr.GetClient(),
+					APIReader: mgr.GetAPIReader(),
+					Recorder:  mgr.GetEventRecorder(gnmiccontrollers.TargetSourceControllerName),
+					Mapper:    mapper,
+					Clock:     d.Clock,
+				}
+				if err := r.SetupWithManager(ctx, mgr, d.options(gnmiccontrollers.TargetSourceControllerName)); err != nil {
+					return err
+				}
+				if d.APIBindAddress == "" {
+					return nil
+				}
+				return mgr.Add(&gnmiccontrollers.RefreshServer{
+					Addr: d.APIBindAddress, Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Clock: d.Clock,
+				})
+			},
+		},
 	}
 }
 
@@ -41,5 +68,6 @@ func gnmicWebhooks() []Webhook {
 	return []Webhook{
 		{Kind: "gnmic/Target", Setup: gnmicwebhooks.SetupTargetWebhook},
 		{Kind: "gnmic/TargetProfile", Setup: gnmicwebhooks.SetupTargetProfileWebhook},
+		{Kind: "gnmic/TargetSource", Setup: gnmicwebhooks.SetupTargetSourceWebhook},
 	}
 }
