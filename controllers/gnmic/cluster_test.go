@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gnmicv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
@@ -284,7 +285,7 @@ func TestClusterScaleOutRebalancesWithMinimalMoves(t *testing.T) {
 
 	// Scale in: pod 2 is drained (sent an empty plan) before the StatefulSet shrinks.
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(c), c)).To(Succeed())
-	c.Spec.Replicas = ptr(int32(2))
+	c.Spec.Replicas = ptr.To(int32(2))
 	g.Expect(env.Client.Update(ctx, c)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(servers[2].TargetNames()).To(BeEmpty())
@@ -302,7 +303,7 @@ func TestClusterCapacityExhaustedAndPipelineStatus(t *testing.T) {
 	servers := collectors(t, 1)
 	names := fleet(g, ns, 5)
 	c := cluster(ns, "small", 1, servers)
-	c.Spec.TargetDistribution = &gnmicv1alpha1.TargetDistribution{PodCapacity: ptr(int32(3))}
+	c.Spec.TargetDistribution = &gnmicv1alpha1.TargetDistribution{PodCapacity: ptr.To(int32(3))}
 	g.Expect(env.Client.Create(ctx, c)).To(Succeed())
 	markReady(g, ns, "small", 1)
 	pl := pipelineFor(ns, "p", "small")
@@ -417,5 +418,3 @@ func TestCollectorKindWebhooks(t *testing.T) {
 	g.Expect(env.Client.Create(ctx, s)).To(Succeed())
 	g.Expect(s.Spec.Mode).To(Equal(gnmicv1alpha1.SubscriptionModeStream))
 }
-
-func ptr[T any](v T) *T { return &v }

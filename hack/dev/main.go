@@ -62,6 +62,9 @@ func run() error {
 	if err := writeKubeconfig(env, kubeconfig); err != nil {
 		return err
 	}
+	if err := applyDevInventory(ctx, env.Client); err != nil {
+		return err
+	}
 	applied, err := applySamples(ctx, env.Client, filepath.Join(root, "config", "samples"))
 	if err != nil {
 		return err
@@ -73,7 +76,7 @@ func run() error {
 make dev: the operator is running with every controller and webhook (%d samples applied).
 
   export KUBECONFIG=%s
-  bin/k8s/kubectl get targets,targetprofiles -A
+  bin/k8s/kubectl get targets,targetprofiles,targetsources -A
 
 Try a bad object (the webhook rejects it and names the field):
 

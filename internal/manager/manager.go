@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,20 +45,29 @@ type Options struct {
 	Groups          []string
 	Controllers     []string
 	WatchNamespaces []string
+
+	// APIBindAddress is the operator's own HTTP API (TargetSource refresh), served by every replica; empty
+	// disables it.
+	APIBindAddress string
+	// TargetSourceConcurrency is MaxConcurrentReconciles of the gnmic-targetsource controller.
+	TargetSourceConcurrency int
+	// Clock, when set, is the time source of controllers that accept one (tests only; no flag).
+	Clock clock.PassiveClock
 }
 
 // DefaultOptions returns the settings of a production deployment.
 func DefaultOptions() Options {
 	return Options{
-		MetricsBindAddress:     ":8443",
-		SecureMetrics:          true,
-		HealthProbeBindAddress: ":8081",
-		LeaderElectionID:       "quartet-operator.quartet.dev",
-		EnableWebhooks:         true,
-		WebhookPort:            9443,
-		KubeAPIQPS:             50,
-		KubeAPIBurst:           100,
-		Groups:                 append([]string(nil), operator.Groups...),
+		MetricsBindAddress:      ":8443",
+		SecureMetrics:           true,
+		HealthProbeBindAddress:  ":8081",
+		LeaderElectionID:        "quartet-operator.quartet.dev",
+		EnableWebhooks:          true,
+		WebhookPort:             9443,
+		KubeAPIQPS:              50,
+		KubeAPIBurst:            100,
+		TargetSourceConcurrency: 4,
+		Groups:                  append([]string(nil), operator.Groups...),
 	}
 }
 
@@ -90,6 +100,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Comma-separated controller names (e.g. gnmic-target) to run; empty runs every controller of the enabled groups.")
 	fs.Var(listFlag{&o.WatchNamespaces}, "watch-namespaces",
 		"Comma-separated namespaces to watch; empty watches all namespaces.")
+	fs.StringVar(&o.APIBindAddress, "api-bind-address", o.APIBindAddress,
+		"Address of the operator's HTTP API (TargetSource refresh), served by every replica; empty disables it.")
+	fs.IntVar(&o.TargetSourceConcurrency, "targetsource-concurrency", o.TargetSourceConcurrency,
+		"How many TargetSources are reconciled at once.")
 }
 
 // listFlag is a comma-separated string list flag.
@@ -164,7 +178,11 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
-	if err := operator.Setup(ctx, mgr, controllers, operator.Dependencies{}, o.EnableWebhooks); err != nil {
+	if err := operator.Setup(ctx, mgr, controllers, operator.Dependencies{
+		Concurrency:    map[string]int{"gnmic-targetsource": o.TargetSourceConcurrency},
+		APIBindAddress: o.APIBindAddress,
+		Clock:          o.Clock,
+	}, o.EnableWebhooks); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	gnmiccontrollers "github.com/quartet-dev/quartet-operator/controllers/gnmic"
 	"github.com/quartet-dev/quartet-operator/internal/gnmic/collector"
+	"github.com/quartet-dev/quartet-operator/internal/gnmic/targetsource"
 	gnmicwebhooks "github.com/quartet-dev/quartet-operator/internal/webhook/gnmic"
 )
 
@@ -35,6 +36,32 @@ func gnmicControllers() []Controller {
 					APIReader: mgr.GetAPIReader(),
 					Recorder:  mgr.GetEventRecorder(gnmiccontrollers.TargetProfileControllerName),
 				}).SetupWithManager(ctx, mgr, d.options(gnmiccontrollers.TargetProfileControllerName))
+			},
+		},
+		{
+			Name: gnmiccontrollers.TargetSourceControllerName, Group: "gnmic",
+			Reads: []Kind{"gnmic/TargetSource", "gnmic/Target"},
+			Setup: func(ctx context.Context, mgr ctrl.Manager, d Dependencies) error {
+				mapper, err := targetsource.NewMapper()
+				if err != nil {
+					return err
+				}
+				r := &gnmiccontrollers.TargetSourceReconciler{
+					Client:    mgr.GetClient(),
+					APIReader: mgr.GetAPIReader(),
+					Recorder:  mgr.GetEventRecorder(gnmiccontrollers.TargetSourceControllerName),
+					Mapper:    mapper,
+					Clock:     d.Clock,
+				}
+				if err := r.SetupWithManager(ctx, mgr, d.options(gnmiccontrollers.TargetSourceControllerName)); err != nil {
+					return err
+				}
+				if d.APIBindAddress == "" {
+					return nil
+				}
+				return mgr.Add(&gnmiccontrollers.RefreshServer{
+					Addr: d.APIBindAddress, Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Clock: d.Clock,
+				})
 			},
 		},
 		{
@@ -84,6 +111,7 @@ func gnmicWebhooks() []Webhook {
 	return []Webhook{
 		{Kind: "gnmic/Target", Setup: gnmicwebhooks.SetupTargetWebhook},
 		{Kind: "gnmic/TargetProfile", Setup: gnmicwebhooks.SetupTargetProfileWebhook},
+		{Kind: "gnmic/TargetSource", Setup: gnmicwebhooks.SetupTargetSourceWebhook},
 		{Kind: "gnmic/Cluster", Setup: gnmicwebhooks.SetupClusterWebhook},
 		{Kind: "gnmic/Pipeline", Setup: gnmicwebhooks.SetupPipelineWebhook},
 		{Kind: "gnmic/Subscription", Setup: gnmicwebhooks.SetupSubscriptionWebhook},

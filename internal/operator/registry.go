@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/quartet-dev/quartet-operator/internal/kube"
@@ -40,6 +41,11 @@ type Webhook struct {
 type Dependencies struct {
 	// Concurrency maps controller name to MaxConcurrentReconciles; missing means 1.
 	Concurrency map[string]int
+	// APIBindAddress is where the operator's own HTTP API (e.g. the TargetSource refresh API) listens, on every
+	// replica; empty disables it.
+	APIBindAddress string
+	// Clock is the time source of controllers that accept one (tests inject a fake); nil means the real clock.
+	Clock clock.PassiveClock
 }
 
 func (d Dependencies) options(name string) kube.ControllerOptions {

@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/onsi/gomega"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -31,6 +32,8 @@ type Options struct {
 	Controllers []string
 	// Logger receives the control plane's and manager's logs. Unset discards them, unless QUARTET_TEST_LOGS is set.
 	Logger *logr.Logger
+	// Clock, when set, is given to the controllers that accept an injected clock.
+	Clock clock.PassiveClock
 }
 
 // Env is a running control plane, with a client and, when controllers were chosen, a manager.
@@ -89,16 +92,17 @@ func Start(opts Options) (*Env, error) {
 	if len(opts.Controllers) == 0 {
 		return e, nil
 	}
-	if err := e.startManager(opts.Controllers); err != nil {
+	if err := e.startManager(opts.Controllers, opts.Clock); err != nil {
 		return nil, errors.Join(err, env.Stop())
 	}
 	return e, nil
 }
 
-func (e *Env) startManager(controllers []string) error {
+func (e *Env) startManager(controllers []string, clk clock.PassiveClock) error {
 	hooks := e.env.WebhookInstallOptions
 	o := manager.DefaultOptions()
 	o.Controllers = controllers
+	o.Clock = clk
 	o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "0"
 	o.WebhookHost, o.WebhookPort, o.WebhookCertDir = hooks.LocalServingHost, hooks.LocalServingPort, hooks.LocalServingCertDir
 	// Tests run many objects at once; leave flow control to the API server rather than a client-side limiter.

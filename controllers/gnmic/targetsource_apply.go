@@ -1,0 +1,219 @@
+package gnmic
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"sort"
+	"strings"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gnmicv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/gnmic/targetsource"
+)
+
+// targetControllerUIDField indexes Targets by the UID of their controller owner reference.
+const targetControllerUIDField = "metadata.ownerReferences.controllerUID"
+
+// applyWorkers is how many Target writes one run has in flight; the client's QPS/burst still bounds the rate.
+const applyWorkers = 16
+
+// FieldManager is the server-side apply field manager of a TargetSource's Target writes.
+func FieldManager(ts string) string {
+	const prefix = "targetsource.operator.gnmic.dev/"
+	if len(prefix)+len(ts) <= 128 {
+		return prefix + ts
+	}
+	sum := sha256.Sum256([]byte(ts))
+	return prefix + ts[:128-len(prefix)-9] + "-" + hex.EncodeToString(sum[:4])
+}
+
+// converged is the outcome of applying a plan.
+type converged struct {
+	// managedBefore is how many Targets this TargetSource managed when the run started.
+	managedBefore int
+	// managedAfter is how many it manages now.
+	managedAfter int
+	conflicted   []string
+	applied      int
+	applyErrors  map[string]error
+	deleted      int
+	deleteErrors []error
+	guard        string
+}
+
+func controllerUID(o metav1.Object) types.UID {
+	if ref := metav1.GetControllerOf(o); ref != nil {
+		return ref.UID
+	}
+	return ""
+}
+
+// isManaged is the ownership rule: the TargetSource label AND a controller owner reference with its UID.
+func isManaged(t *gnmicv1alpha1.Target, ts *gnmicv1alpha1.TargetSource) bool {
+	return t.Labels[gnmicv1alpha1.LabelTargetSource] == targetsource.SanitizeLabelValue(ts.Name) && controllerUID(t) == ts.UID
+}
+
+// upToDate compares the owned fields of a cached Target with the desired ones, so drift is repaired without any
+// stored input hash.
+func upToDate(t *gnmicv1alpha1.Target, d *targetsource.Desired, ts *gnmicv1alpha1.TargetSource) bool {
+	if t.Spec.Address != d.Address || t.Spec.Profile != d.Profile {
+		return false
+	}
+	for k, v := range d.Labels {
+		if cur, ok := t.Labels[k]; !ok || cur != v {
+			return false
+		}
+	}
+	for k, v := range d.Annotations {
+		if cur, ok := t.Annotations[k]; !ok || cur != v {
+			return false
+		}
+	}
+	for k := range t.Annotations {
+		if strings.HasPrefix(k, gnmicv1alpha1.AnnotationLabelPrefix) {
+			if _, ok := d.Annotations[k]; !ok {
+				return false
+			}
+		}
+	}
+	ref := metav1.GetControllerOf(t)
+	return ref != nil && ref.UID == ts.UID && ref.BlockOwnerDeletion != nil && *ref.BlockOwnerDeletion
+}
+
+// applyObject is the apply configuration of a Target: only the owned fields.
+func applyObject(ts *gnmicv1alpha1.TargetSource, d *targetsource.Desired) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"spec": map[string]any{"address": d.Address, "profile": d.Profile},
+	}}
+	u.SetAPIVersion(gnmicv1alpha1.GroupVersion.String())
+	u.SetKind("Target")
+	u.SetNamespace(ts.Namespace)
+	u.SetName(d.Name)
+	u.SetLabels(d.Labels)
+	u.SetAnnotations(d.Annotations)
+	u.SetOwnerReferences([]metav1.OwnerReference{{
+		APIVersion: gnmicv1alpha1.GroupVersion.String(), Kind: "TargetSource", Name: ts.Name, UID: ts.UID,
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+	}})
+	return u
+}
+
+// converge applies the plan: creates and updates what differs from the cache, leaves Targets it does not own
+// alone, and deletes managed Targets no longer wanted unless a prune guard holds.
+func (r *TargetSourceReconciler) converge(ctx context.Context, ts *gnmicv1alpha1.TargetSource, plan *targetsource.Plan,
+	guardIn targetsource.GuardInput) (converged, error) {
+	owned := &gnmicv1alpha1.TargetList{}
+	if err := r.List(ctx, owned, client.InNamespace(ts.Namespace),
+		client.MatchingFields{targetControllerUIDField: string(ts.UID)}, client.UnsafeDisableDeepCopy); err != nil {
+		return converged{}, err
+	}
+	byName := make(map[string]*gnmicv1alpha1.Target, len(owned.Items))
+	var out converged
+	for i := range owned.Items {
+		t := &owned.Items[i]
+		byName[t.Name] = t
+		if isManaged(t, ts) {
+			out.managedBefore++
+		}
+	}
+	wanted := make(map[string]bool, len(plan.Targets))
+	var toApply []*targetsource.Desired
+	for i := range plan.Targets {
+		d := &plan.Targets[i]
+		wanted[d.Name] = true
+		if t, ok := byName[d.Name]; ok {
+			if !upToDate(t, d, ts) {
+				toApply = append(toApply, d)
+			}
+			continue
+		}
+		other := &gnmicv1alpha1.Target{}
+		err := r.Get(ctx, types.NamespacedName{Namespace: ts.Namespace, Name: d.Name}, other)
+		switch {
+		case err == nil:
+			out.conflicted = append(out.conflicted, d.Name)
+		case apierrors.IsNotFound(err):
+			toApply = append(toApply, d)
+		default:
+			return converged{}, err
+		}
+	}
+	out.applyErrors = r.applyAll(ctx, ts, toApply)
+	out.applied = len(toApply) - len(out.applyErrors)
+
+	var stale []*gnmicv1alpha1.Target
+	for _, t := range owned.Items {
+		if !wanted[t.Name] && isManaged(&t, ts) {
+			stale = append(stale, &t)
+		}
+	}
+	for _, d := range plan.Targets {
+		if _, failed := out.applyErrors[d.Name]; !failed && !contains(out.conflicted, d.Name) {
+			out.managedAfter++
+		}
+	}
+	guardIn.Managed, guardIn.Deletions = out.managedBefore, len(stale)
+	out.guard = targetsource.PruneGuard(guardIn)
+	if out.guard != "" {
+		out.managedAfter += len(stale)
+		return out, nil
+	}
+	sort.Slice(stale, func(i, j int) bool { return stale[i].Name < stale[j].Name })
+	for _, t := range stale {
+		uid := t.UID
+		err := r.Delete(ctx, &gnmicv1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: t.Name}},
+			client.Preconditions{UID: &uid})
+		switch {
+		case err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+			out.deleted++
+		default:
+			out.deleteErrors = append(out.deleteErrors, err)
+			out.managedAfter++
+		}
+	}
+	return out, nil
+}
+
+// applyAll server-side applies the Targets with a few writes in flight, and returns the failures by name.
+func (r *TargetSourceReconciler) applyAll(ctx context.Context, ts *gnmicv1alpha1.TargetSource, todo []*targetsource.Desired) map[string]error {
+	errs := map[string]error{}
+	var mu sync.Mutex
+	work := make(chan *targetsource.Desired)
+	var wg sync.WaitGroup
+	owner := client.FieldOwner(FieldManager(ts.Name))
+	for range min(applyWorkers, len(todo)) {
+		wg.Go(func() {
+			for d := range work {
+				err := r.Apply(ctx, client.ApplyConfigurationFromUnstructured(applyObject(ts, d)), owner, client.ForceOwnership)
+				if err != nil {
+					mu.Lock()
+					errs[d.Name] = err
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for _, d := range todo {
+		work <- d
+	}
+	close(work)
+	wg.Wait()
+	return errs
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

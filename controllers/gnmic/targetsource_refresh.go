@@ -1,0 +1,180 @@
+package gnmic
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/sha512"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gnmicv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
+)
+
+// MaxRefreshBody is the largest refresh request body read (1 MiB); larger ones get 413.
+const MaxRefreshBody = 1 << 20
+
+// RefreshServer serves POST /api/v1/namespaces/{ns}/targetsources/{name}/refresh on every replica: it checks
+// the TargetSource's webhook auth and sets the operator.gnmic.dev/requested-at annotation, which starts a run on
+// whichever replica leads.
+type RefreshServer struct {
+	// Addr is the listen address.
+	Addr string
+	// Client reads TargetSources (cached) and patches their annotations.
+	Client client.Client
+	// Secrets reads the auth Secrets straight from the API server.
+	Secrets client.Reader
+	Clock   clock.PassiveClock
+}
+
+// NeedLeaderElection is false: every replica serves the refresh API.
+func (s *RefreshServer) NeedLeaderElection() bool { return false }
+
+// Start serves until ctx ends.
+func (s *RefreshServer) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.Addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	}()
+	ctrl.Log.WithName("targetsource-refresh").Info("serving the refresh API", "address", ln.Addr().String())
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Handler is the refresh API's HTTP handler.
+func (s *RefreshServer) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/v1/namespaces/{namespace}/targetsources/{name}/refresh", s.refresh)
+	return mux
+}
+
+func (s *RefreshServer) now() time.Time {
+	if s.Clock == nil {
+		return time.Now()
+	}
+	return s.Clock.Now()
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *RefreshServer) refresh(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRefreshBody+1))
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "reading the body"})
+		return
+	}
+	if len(body) > MaxRefreshBody {
+		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": "body larger than 1 MiB"})
+		return
+	}
+	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	ts := &gnmicv1alpha1.TargetSource{}
+	notFound := func() { writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found"}) }
+	if err := s.Client.Get(ctx, key, ts); err != nil {
+		if apierrors.IsNotFound(err) {
+			notFound()
+			return
+		}
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "reading the TargetSource"})
+		return
+	}
+	hook := ts.Spec.Webhook
+	if hook == nil || !hook.Enabled || hook.Auth == nil || (hook.Auth.Bearer == nil && hook.Auth.Signature == nil) {
+		notFound() // indistinguishable from a missing TargetSource on purpose
+		return
+	}
+	if !s.authorized(ctx, ts.Namespace, hook.Auth, r, body) {
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized"})
+		return
+	}
+	now := s.now()
+	debounce := durationOr(hook.Debounce, 5*time.Second)
+	if last, err := time.Parse(time.RFC3339Nano, ts.Annotations[gnmicv1alpha1.AnnotationRequestedAt]); err == nil &&
+		now.Sub(last) < debounce && !now.Before(last) {
+		writeJSON(w, http.StatusOK, map[string]any{"requestedAt": last.Format(time.RFC3339Nano), "debounced": true})
+		return
+	}
+	stamp := now.UTC().Format(time.RFC3339Nano)
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"annotations":     map[string]string{gnmicv1alpha1.AnnotationRequestedAt: stamp},
+		"resourceVersion": ts.ResourceVersion,
+	}})
+	if err := s.Client.Patch(ctx, ts, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		if apierrors.IsConflict(err) {
+			// Another replica (or request) just recorded one: that run covers this request.
+			writeJSON(w, http.StatusOK, map[string]any{"debounced": true})
+			return
+		}
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "recording the request"})
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]any{"requestedAt": stamp, "debounced": false})
+}
+
+// authorized checks every configured method; all must pass.
+func (s *RefreshServer) authorized(ctx context.Context, namespace string, auth *gnmicv1alpha1.RefreshAuth, r *http.Request, body []byte) bool {
+	read := func(ref gnmicv1alpha1.SecretKeyRef) ([]byte, bool) {
+		secret := &corev1.Secret{}
+		if err := s.Secrets.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, secret); err != nil {
+			return nil, false
+		}
+		v, ok := secret.Data[ref.Key]
+		return v, ok && len(v) > 0
+	}
+	if b := auth.Bearer; b != nil {
+		want, ok := read(b.SecretRef)
+		got, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || !found || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1 {
+			return false
+		}
+	}
+	if sig := auth.Signature; sig != nil {
+		key, ok := read(sig.SecretRef)
+		if !ok {
+			return false
+		}
+		algo := orDefault(sig.Algorithm, "sha256")
+		newHash := sha256.New
+		if algo == "sha512" {
+			newHash = sha512.New
+		}
+		mac := hmac.New(newHash, key)
+		mac.Write(body)
+		want := mac.Sum(nil)
+		got := strings.TrimSpace(r.Header.Get(orDefault(sig.Header, "X-Hook-Signature")))
+		got = strings.TrimPrefix(got, algo+"=")
+		decoded, err := hex.DecodeString(got)
+		if err != nil || !hmac.Equal(decoded, want) {
+			return false
+		}
+	}
+	return true
+}
