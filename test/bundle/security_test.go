@@ -14,7 +14,11 @@ import (
 // secretVerbJustifications lists the Secret verbs beyond get (and the writes the operator needs) that the manager
 // may hold, each with the reason. list and watch hand over every Secret in scope, so they need one; prefer get
 // through the API reader, or a label-scoped cache.
-var secretVerbJustifications = map[string]string{}
+var secretVerbJustifications = map[string]string{
+	"list": "gnmic-targetsource watches Secret metadata (not data) to run at once when a referenced Secret " +
+		"rotates; data is then read with get, only for referenced Secrets",
+	"watch": "see list",
+}
 
 // namedRules is every RBAC rule the bundle grants, named after where it comes from.
 func namedRules(t *testing.T) map[string][]rbacv1.PolicyRule {
