@@ -44,6 +44,9 @@ type Options struct {
 	Groups          []string
 	Controllers     []string
 	WatchNamespaces []string
+
+	// GPUResourceName is the extended resource agentrax counts against TenantQuota maxGPUs.
+	GPUResourceName string
 }
 
 // DefaultOptions returns the settings of a production deployment.
@@ -58,6 +61,7 @@ func DefaultOptions() Options {
 		KubeAPIQPS:             50,
 		KubeAPIBurst:           100,
 		Groups:                 append([]string(nil), operator.Groups...),
+		GPUResourceName:        "nvidia.com/gpu",
 	}
 }
 
@@ -90,6 +94,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Comma-separated controller names (e.g. gnmic-target) to run; empty runs every controller of the enabled groups.")
 	fs.Var(listFlag{&o.WatchNamespaces}, "watch-namespaces",
 		"Comma-separated namespaces to watch; empty watches all namespaces.")
+	fs.StringVar(&o.GPUResourceName, "gpu-resource-name", o.GPUResourceName,
+		"Extended resource counted as GPUs against agentrax TenantQuota maxGPUs (limits[name] × replicas.max).")
 }
 
 // listFlag is a comma-separated string list flag.
@@ -164,7 +170,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
-	if err := operator.Setup(ctx, mgr, controllers, operator.Dependencies{}, o.EnableWebhooks); err != nil {
+	if err := operator.Setup(ctx, mgr, controllers, operator.Dependencies{GPUResourceName: o.GPUResourceName}, o.EnableWebhooks); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -34,12 +34,17 @@ type Controller struct {
 type Webhook struct {
 	Kind  Kind
 	Setup func(mgr ctrl.Manager) error
+	// SetupWithDeps, when set, is used instead of Setup for webhooks that need the manager's configuration.
+	SetupWithDeps func(mgr ctrl.Manager, deps Dependencies) error
 }
 
 // Dependencies are what controllers get from the manager's configuration.
 type Dependencies struct {
 	// Concurrency maps controller name to MaxConcurrentReconciles; missing means 1.
 	Concurrency map[string]int
+	// GPUResourceName is the extended resource agentrax counts as GPUs (--gpu-resource-name); empty means
+	// nvidia.com/gpu.
+	GPUResourceName string
 }
 
 func (d Dependencies) options(name string) kube.ControllerOptions {
@@ -131,7 +136,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, controllers []Controller, deps
 		return nil
 	}
 	for _, w := range WebhooksFor(controllers) {
-		if err := w.Setup(mgr); err != nil {
+		setup := w.Setup
+		if w.SetupWithDeps != nil {
+			setup = func(mgr ctrl.Manager) error { return w.SetupWithDeps(mgr, deps) }
+		}
+		if err := setup(mgr); err != nil {
 			return fmt.Errorf("setting up the %s webhook: %w", w.Kind, err)
 		}
 	}
