@@ -81,7 +81,7 @@ func versions(ctx context.Context, b *testing.B) map[string]string {
 		if err := env.Client.List(ctx, l); err != nil {
 			b.Fatal(err)
 		}
-		items, _ := metaItems(l)
+		items := metaItems(l)
 		for _, o := range items {
 			out[kind+"/"+o.GetNamespace()+"/"+o.GetName()] = o.GetResourceVersion()
 		}
@@ -89,7 +89,7 @@ func versions(ctx context.Context, b *testing.B) map[string]string {
 	return out
 }
 
-func metaItems(l client.ObjectList) ([]metav1.Object, error) {
+func metaItems(l client.ObjectList) []metav1.Object {
 	var out []metav1.Object
 	switch l := l.(type) {
 	case *agentraxv1alpha1.AgentDeploymentList:
@@ -117,7 +117,7 @@ func metaItems(l client.ObjectList) ([]metav1.Object, error) {
 			out = append(out, &l.Items[i])
 		}
 	}
-	return out, nil
+	return out
 }
 
 func changed(before, after map[string]string) int {
