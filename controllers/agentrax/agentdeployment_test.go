@@ -373,7 +373,9 @@ func TestUpdateDeltasAndRelease(t *testing.T) {
 		"a shrink is settled by the controller")
 
 	g.Expect(env.Client.Delete(ctx, b)).To(Succeed())
-	g.Expect(reserved(g, "b")).To(Equal(int32(-1)), "DELETE releases at admission, while the finalizer still holds b")
+	// DELETE releases at admission, while the finalizer still holds b. (A TenantQuota reconcile whose cache has
+	// not seen the delete yet may re-add the entry for a moment: over-reserving, never under-reserving.)
+	g.Eventually(func(g Gomega) { g.Expect(reserved(g, "b")).To(Equal(int32(-1))) }).Should(Succeed())
 	g.Eventually(func(g Gomega) {
 		tq := getQuota(g, ns, "q")
 		g.Expect(tq.Status.UsedAgents).To(Equal(int32(1)))

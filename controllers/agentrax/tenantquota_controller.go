@@ -149,7 +149,18 @@ func (r *TenantQuotaReconciler) settleLedger(ctx context.Context, tq *agentraxv1
 		if ad.DeletionTimestamp != nil || quota.Find(ledger, ad.Name) >= 0 {
 			continue
 		}
-		d := quota.DemandOf(ad, r.GPUResource)
+		// The cache may lag a delete whose admission just released the entry: confirm before re-adding.
+		fresh := &agentraxv1alpha1.AgentDeployment{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(ad), fresh); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return 0, err
+		}
+		if fresh.DeletionTimestamp != nil {
+			continue
+		}
+		d := quota.DemandOf(fresh, r.GPUResource)
 		ledger = quota.Upsert(ledger, agentraxv1alpha1.Reservation{
 			Name: ad.Name, Replicas: d.Replicas, GPUs: d.GPUs, ReservedAt: metav1.NewTime(now.Truncate(time.Second))})
 	}
