@@ -77,6 +77,7 @@ make dev: the operator is running with every controller and webhook (%d samples 
 
   export KUBECONFIG=%s
   bin/k8s/kubectl get targets,targetprofiles,targetsources -A
+  bin/k8s/kubectl get tenantquotas,agentdeployments,deployments,services,hpa,podmonitors
 
 Try a bad object (the webhook rejects it and names the field):
 

@@ -53,6 +53,8 @@ type Options struct {
 	TargetSourceConcurrency int
 	// Clock, when set, is the time source of controllers that accept one (tests only; no flag).
 	Clock clock.PassiveClock
+	// GPUResourceName is the extended resource agentrax counts against TenantQuota maxGPUs.
+	GPUResourceName string
 }
 
 // DefaultOptions returns the settings of a production deployment.
@@ -68,6 +70,7 @@ func DefaultOptions() Options {
 		KubeAPIBurst:            100,
 		TargetSourceConcurrency: 4,
 		Groups:                  append([]string(nil), operator.Groups...),
+		GPUResourceName:         "nvidia.com/gpu",
 	}
 }
 
@@ -104,6 +107,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Address of the operator's HTTP API (TargetSource refresh), served by every replica; empty disables it.")
 	fs.IntVar(&o.TargetSourceConcurrency, "targetsource-concurrency", o.TargetSourceConcurrency,
 		"How many TargetSources are reconciled at once.")
+	fs.StringVar(&o.GPUResourceName, "gpu-resource-name", o.GPUResourceName,
+		"Extended resource counted as GPUs against agentrax TenantQuota maxGPUs (limits[name] × replicas.max).")
 }
 
 // listFlag is a comma-separated string list flag.
@@ -179,9 +184,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
 	if err := operator.Setup(ctx, mgr, controllers, operator.Dependencies{
-		Concurrency:    map[string]int{"gnmic-targetsource": o.TargetSourceConcurrency},
-		APIBindAddress: o.APIBindAddress,
-		Clock:          o.Clock,
+		Concurrency:     map[string]int{"gnmic-targetsource": o.TargetSourceConcurrency},
+		APIBindAddress:  o.APIBindAddress,
+		Clock:           o.Clock,
+		GPUResourceName: o.GPUResourceName,
 	}, o.EnableWebhooks); err != nil {
 		return nil, err
 	}

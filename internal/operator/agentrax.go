@@ -1,11 +1,62 @@
 package operator
 
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	agentraxcontrollers "github.com/quartet-dev/quartet-operator/controllers/agentrax"
+	agentraxwebhooks "github.com/quartet-dev/quartet-operator/internal/webhook/agentrax"
+)
+
+// AgentRegistrar is the MCP registry the AgentDeployment controller publishes agents in. The registry's own
+// issue replaces this no-op; tests set a recording one before starting their manager.
+var AgentRegistrar agentraxcontrollers.Registrar = agentraxcontrollers.NoopRegistrar{}
+
 // agentraxControllers are the controllers of the agentrax.io group.
 func agentraxControllers() []Controller {
-	return nil
+	return []Controller{
+		{
+			Name: agentraxcontrollers.AgentDeploymentControllerName, Group: "agentrax",
+			Reads: []Kind{"agentrax/AgentDeployment", "agentrax/TenantQuota"},
+			Setup: func(ctx context.Context, mgr ctrl.Manager, d Dependencies) error {
+				return (&agentraxcontrollers.AgentDeploymentReconciler{
+					Client:      mgr.GetClient(),
+					Recorder:    mgr.GetEventRecorder(agentraxcontrollers.AgentDeploymentControllerName),
+					Registrar:   AgentRegistrar,
+					GPUResource: gpuResource(d),
+				}).SetupWithManager(ctx, mgr, d.options(agentraxcontrollers.AgentDeploymentControllerName))
+			},
+		},
+		{
+			Name: agentraxcontrollers.TenantQuotaControllerName, Group: "agentrax",
+			Reads: []Kind{"agentrax/TenantQuota", "agentrax/AgentDeployment"},
+			Setup: func(ctx context.Context, mgr ctrl.Manager, d Dependencies) error {
+				return (&agentraxcontrollers.TenantQuotaReconciler{
+					Client:      mgr.GetClient(),
+					APIReader:   mgr.GetAPIReader(),
+					Recorder:    mgr.GetEventRecorder(agentraxcontrollers.TenantQuotaControllerName),
+					GPUResource: gpuResource(d),
+				}).SetupWithManager(ctx, mgr, d.options(agentraxcontrollers.TenantQuotaControllerName))
+			},
+		},
+	}
 }
 
-// agentraxWebhooks are the admission webhooks of the agentrax.io group.
+func gpuResource(d Dependencies) corev1.ResourceName {
+	if d.GPUResourceName == "" {
+		return "nvidia.com/gpu"
+	}
+	return corev1.ResourceName(d.GPUResourceName)
+}
+
+// agentraxWebhooks are the admission webhooks of the agentrax.io group. Every webhook of the operator, agentrax's
+// included, is served by the manager's one webhook server (--webhook-port, 9443 by default).
 func agentraxWebhooks() []Webhook {
-	return nil
+	return []Webhook{
+		{Kind: "agentrax/AgentDeployment", SetupWithDeps: func(mgr ctrl.Manager, d Dependencies) error {
+			return agentraxwebhooks.SetupAgentDeploymentWebhook(mgr, gpuResource(d))
+		}},
+	}
 }

@@ -35,6 +35,8 @@ type Controller struct {
 type Webhook struct {
 	Kind  Kind
 	Setup func(mgr ctrl.Manager) error
+	// SetupWithDeps, when set, is used instead of Setup for webhooks that need the manager's configuration.
+	SetupWithDeps func(mgr ctrl.Manager, deps Dependencies) error
 }
 
 // Dependencies are what controllers get from the manager's configuration.
@@ -46,6 +48,9 @@ type Dependencies struct {
 	APIBindAddress string
 	// Clock is the time source of controllers that accept one (tests inject a fake); nil means the real clock.
 	Clock clock.PassiveClock
+	// GPUResourceName is the extended resource agentrax counts as GPUs (--gpu-resource-name); empty means
+	// nvidia.com/gpu.
+	GPUResourceName string
 }
 
 func (d Dependencies) options(name string) kube.ControllerOptions {
@@ -137,7 +142,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, controllers []Controller, deps
 		return nil
 	}
 	for _, w := range WebhooksFor(controllers) {
-		if err := w.Setup(mgr); err != nil {
+		setup := w.Setup
+		if w.SetupWithDeps != nil {
+			setup = func(mgr ctrl.Manager) error { return w.SetupWithDeps(mgr, deps) }
+		}
+		if err := setup(mgr); err != nil {
 			return fmt.Errorf("setting up the %s webhook: %w", w.Kind, err)
 		}
 	}

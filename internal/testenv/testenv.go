@@ -173,6 +173,12 @@ func AllControllers() []string {
 	return names
 }
 
+// WebhookServing returns where the API server was told the webhooks are served and the serving certificate's
+// directory, for tests that run a second webhook server with the same certificate.
+func (e *Env) WebhookServing() envtest.WebhookInstallOptions {
+	return e.env.WebhookInstallOptions
+}
+
 // AddAdminKubeconfig returns a kubeconfig for a cluster administrator of this control plane.
 func (e *Env) AddAdminKubeconfig(user string) ([]byte, error) {
 	u, err := e.env.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, nil)

@@ -1,0 +1,175 @@
+package agentrax
+
+import (
+	"context"
+	"maps"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+
+	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
+)
+
+// containerName is the agent container's name in the pod template.
+const containerName = "agent"
+
+// portName names the agent's HTTP port on the container, the Service and the PodMonitor.
+const portName = "http"
+
+// External metric names served by the Prometheus Adapter rules in config/components/agentrax-prometheus-adapter.
+var externalMetrics = map[agentraxv1alpha1.ScalingMetric]string{
+	agentraxv1alpha1.MetricQueueDepth:     "agentrax_queue_depth",
+	agentraxv1alpha1.MetricGPUUtilization: "agentrax_gpu_utilization",
+}
+
+// selectorLabels select an agent's pods of one variant.
+func selectorLabels(ad *agentraxv1alpha1.AgentDeployment, variant string) map[string]string {
+	return map[string]string{agentraxv1alpha1.LabelName: ad.Name, agentraxv1alpha1.LabelVariant: variant}
+}
+
+// childLabels go on every stable child and pod: the selector labels plus agentrax.io/agent, which the tenant
+// NetworkPolicies select on. (The canary engine, in its own issue, labels its children variant=canary.)
+func childLabels(ad *agentraxv1alpha1.AgentDeployment) map[string]string {
+	l := selectorLabels(ad, agentraxv1alpha1.VariantStable)
+	l[agentraxv1alpha1.LabelAgent] = "true"
+	l["app.kubernetes.io/managed-by"] = "quartet-operator"
+	return l
+}
+
+func mergeLabels(existing, owned map[string]string) map[string]string {
+	if existing == nil {
+		existing = map[string]string{}
+	}
+	maps.Copy(existing, owned)
+	return existing
+}
+
+func agentContainer(pod *corev1.PodSpec) *corev1.Container {
+	for i := range pod.Containers {
+		if pod.Containers[i].Name == containerName {
+			return &pod.Containers[i]
+		}
+	}
+	return nil
+}
+
+// reconcileDeployment writes the stable Deployment. spec.replicas is set only when the Deployment is created:
+// after that the HPA owns it, and writing it back would fight the autoscaler.
+func (r *AgentDeploymentReconciler) reconcileDeployment(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment, obs *observed) error {
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ad.Namespace, Name: ad.Name}}
+	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, dep, func() error {
+		labels := childLabels(ad)
+		dep.Labels = mergeLabels(dep.Labels, labels)
+		if dep.CreationTimestamp.IsZero() {
+			dep.Spec.Replicas = ptr.To(ad.Spec.Replicas.Min)
+			dep.Spec.Selector = &metav1.LabelSelector{MatchLabels: selectorLabels(ad, agentraxv1alpha1.VariantStable)}
+		}
+		dep.Spec.Template.Labels = mergeLabels(dep.Spec.Template.Labels, labels)
+		pod := &dep.Spec.Template.Spec
+		c := agentContainer(pod)
+		if c == nil {
+			pod.Containers = append(pod.Containers, corev1.Container{Name: containerName})
+			c = &pod.Containers[len(pod.Containers)-1]
+		}
+		c.Image = ad.Spec.Image
+		c.Args = ad.Spec.Args
+		c.Env = normalizedEnv(ad.Spec.Env)
+		c.Resources = ad.Spec.Resources
+		c.Ports = []corev1.ContainerPort{{Name: portName, ContainerPort: ad.Spec.Port, Protocol: corev1.ProtocolTCP}}
+		return controllerutil.SetControllerReference(ad, dep, r.Scheme())
+	})
+	obs.deployment = dep
+	return err
+}
+
+// normalizedEnv fills in what the API server defaults in a pod template, so an unchanged spec compares equal.
+func normalizedEnv(env []corev1.EnvVar) []corev1.EnvVar {
+	if len(env) == 0 {
+		return nil
+	}
+	out := make([]corev1.EnvVar, len(env))
+	for i, e := range env {
+		e.DeepCopyInto(&out[i])
+		if f := out[i].ValueFrom; f != nil && f.FieldRef != nil && f.FieldRef.APIVersion == "" {
+			f.FieldRef.APIVersion = "v1"
+		}
+	}
+	return out
+}
+
+// reconcileService writes the stable Service in front of the stable pods.
+func (r *AgentDeploymentReconciler) reconcileService(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment, _ *observed) error {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ad.Namespace, Name: ad.Name}}
+	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, svc, func() error {
+		svc.Labels = mergeLabels(svc.Labels, childLabels(ad))
+		svc.Spec.Selector = selectorLabels(ad, agentraxv1alpha1.VariantStable)
+		svc.Spec.Ports = []corev1.ServicePort{{
+			Name: portName, Port: ad.Spec.Port, TargetPort: intstr.FromString(portName), Protocol: corev1.ProtocolTCP,
+		}}
+		return controllerutil.SetControllerReference(ad, svc, r.Scheme())
+	})
+	return err
+}
+
+// reconcilePodMonitor writes a PodMonitor that scrapes the agent's pods of both variants, keeping the variant as
+// a target label (agentrax_io_variant), so canary analysis sees canary traffic. Skipped without the CRD.
+func (r *AgentDeploymentReconciler) reconcilePodMonitor(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment, _ *observed) error {
+	if !r.PodMonitors {
+		return nil
+	}
+	pm := &monitoringv1.PodMonitor{ObjectMeta: metav1.ObjectMeta{Namespace: ad.Namespace, Name: ad.Name}}
+	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, pm, func() error {
+		pm.Labels = mergeLabels(pm.Labels, childLabels(ad))
+		pm.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{
+			agentraxv1alpha1.LabelName: ad.Name, agentraxv1alpha1.LabelAgent: "true"}}
+		pm.Spec.PodTargetLabels = []string{agentraxv1alpha1.LabelVariant, agentraxv1alpha1.LabelName}
+		pm.Spec.PodMetricsEndpoints = []monitoringv1.PodMetricsEndpoint{{Port: ptr.To(portName), Path: "/metrics"}}
+		return controllerutil.SetControllerReference(ad, pm, r.Scheme())
+	})
+	return err
+}
+
+// desiredHPA is the autoscaler spec: an External metric per pod, with the seed's stabilization windows (scale
+// up within 60 s by at most 4 pods a minute, down after 5 minutes by at most 1 pod a minute).
+func desiredHPA(ad *agentraxv1alpha1.AgentDeployment, maxReplicas int32) *autoscalingv2.HorizontalPodAutoscalerSpec {
+	selectPolicy := autoscalingv2.MaxChangePolicySelect
+	return &autoscalingv2.HorizontalPodAutoscalerSpec{
+		ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: ad.Name},
+		MinReplicas:    ptr.To(ad.Spec.Replicas.Min),
+		MaxReplicas:    maxReplicas,
+		Metrics: []autoscalingv2.MetricSpec{{
+			Type: autoscalingv2.ExternalMetricSourceType,
+			External: &autoscalingv2.ExternalMetricSource{
+				Metric: autoscalingv2.MetricIdentifier{
+					Name: externalMetrics[ad.Spec.Replicas.Metric],
+					Selector: &metav1.LabelSelector{MatchLabels: map[string]string{
+						"namespace": ad.Namespace, "app_kubernetes_io_name": ad.Name}},
+				},
+				Target: autoscalingv2.MetricTarget{
+					Type:         autoscalingv2.AverageValueMetricType,
+					AverageValue: resource.NewQuantity(int64(ad.Spec.Replicas.Target), resource.DecimalSI),
+				},
+			},
+		}},
+		Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{
+			ScaleUp: &autoscalingv2.HPAScalingRules{
+				StabilizationWindowSeconds: ptr.To[int32](60),
+				SelectPolicy:               &selectPolicy,
+				Policies:                   []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PodsScalingPolicy, Value: 4, PeriodSeconds: 60}},
+			},
+			ScaleDown: &autoscalingv2.HPAScalingRules{
+				StabilizationWindowSeconds: ptr.To[int32](300),
+				SelectPolicy:               &selectPolicy,
+				Policies:                   []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PodsScalingPolicy, Value: 1, PeriodSeconds: 60}},
+			},
+		},
+	}
+}

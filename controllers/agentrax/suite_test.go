@@ -1,0 +1,153 @@
+package agentrax_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/yaml"
+
+	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/controllers/agentrax"
+	"github.com/quartet-dev/quartet-operator/internal/operator"
+	"github.com/quartet-dev/quartet-operator/internal/testenv"
+)
+
+// env is the control plane shared by every test in this package, with both agentrax controllers running and the
+// webhooks served through the API server.
+var env *testenv.Env
+
+// registrar records what the AgentDeployment controller asks of the MCP registry.
+var registrar = &recordingRegistrar{}
+
+func TestMain(m *testing.M) {
+	operator.AgentRegistrar = registrar
+	agentrax.DefaultSettleGrace = 2 * time.Second
+	os.Exit(testenv.Main(m, &env, testenv.Options{
+		Controllers: []string{agentrax.AgentDeploymentControllerName, agentrax.TenantQuotaControllerName},
+	}))
+}
+
+// deregistration is what the registrar saw when it was asked to deregister an agent.
+type deregistration struct {
+	Name              string
+	FinalizerPresent  bool
+	ServiceExisted    bool
+	DeploymentExisted bool
+	DeletionTimestamp bool
+}
+
+type recordingRegistrar struct {
+	mu             sync.Mutex
+	registered     map[string]int
+	deregistered   []deregistration
+	failDeregister atomic.Bool
+}
+
+func (r *recordingRegistrar) Register(_ context.Context, ad *agentraxv1alpha1.AgentDeployment) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.registered == nil {
+		r.registered = map[string]int{}
+	}
+	r.registered[ad.Namespace+"/"+ad.Name]++
+	return true, nil
+}
+
+// Deregister looks at the API server, uncached, to record what still existed at that moment.
+func (r *recordingRegistrar) Deregister(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment) error {
+	if r.failDeregister.Load() {
+		return fmt.Errorf("registry unavailable")
+	}
+	key := client.ObjectKeyFromObject(ad)
+	d := deregistration{Name: ad.Namespace + "/" + ad.Name}
+	stored := &agentraxv1alpha1.AgentDeployment{}
+	if err := env.Client.Get(ctx, key, stored); err == nil {
+		d.FinalizerPresent = controllerutil.ContainsFinalizer(stored, agentraxv1alpha1.Finalizer)
+		d.DeletionTimestamp = stored.DeletionTimestamp != nil
+	}
+	d.ServiceExisted = env.Client.Get(ctx, key, &corev1.Service{}) == nil
+	d.DeploymentExisted = env.Client.Get(ctx, key, &appsv1.Deployment{}) == nil
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.deregistered = append(r.deregistered, d)
+	return nil
+}
+
+func (r *recordingRegistrar) deregistrations(name string) []deregistration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []deregistration
+	for _, d := range r.deregistered {
+		if d.Name == name {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+var namespaceCounter atomic.Int32
+
+// newNamespace creates a namespace of the test's own, so tests never see each other's objects.
+func newNamespace(t testing.TB) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("agentrax-%d", namespaceCounter.Add(1))}}
+	NewWithT(t).Expect(env.Client.Create(context.Background(), ns)).To(Succeed())
+	return ns.Name
+}
+
+func tenantQuota(ns, name string, agents int32, gpus int64, total, perAgent int32) *agentraxv1alpha1.TenantQuota {
+	return &agentraxv1alpha1.TenantQuota{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       agentraxv1alpha1.TenantQuotaSpec{MaxAgents: agents, MaxGPUs: gpus, MaxTotalReplicas: total, MaxReplicasPerAgent: perAgent},
+	}
+}
+
+// agentDeployment is a Recreate agent with replicas min..max and gpus GPUs a pod (none when 0).
+func agentDeployment(ns, name, quota string, minR, maxR int32, gpus int64) *agentraxv1alpha1.AgentDeployment {
+	ad := &agentraxv1alpha1.AgentDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: agentraxv1alpha1.AgentDeploymentSpec{
+			Image: "ghcr.io/org/agent:v1", TenantRef: quota,
+			Replicas: agentraxv1alpha1.ReplicasSpec{Min: minR, Max: maxR, Metric: agentraxv1alpha1.MetricQueueDepth, Target: 5},
+			Env:      []corev1.EnvVar{{Name: "MODEL_NAME", Value: "gpt-4"}},
+			Args:     []string{"--serve"},
+		},
+	}
+	if gpus > 0 {
+		ad.Spec.Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)}
+	}
+	return ad
+}
+
+// readFixture decodes a YAML file of testdata as it is, into the namespace ns.
+func readFixture(t *testing.T, file, ns string) *unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile("testdata/" + file)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	u := &unstructured.Unstructured{}
+	NewWithT(t).Expect(yaml.Unmarshal(data, &u.Object)).To(Succeed())
+	u.SetNamespace(ns)
+	return u
+}
+
+func getQuota(g Gomega, ns, name string) *agentraxv1alpha1.TenantQuota {
+	tq := &agentraxv1alpha1.TenantQuota{}
+	g.Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, tq)).To(Succeed())
+	return tq
+}
+
+var _ = ptr.To[int32]

@@ -1,0 +1,213 @@
+package agentrax
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/quota"
+	"github.com/quartet-dev/quartet-operator/internal/kube"
+	"github.com/quartet-dev/quartet-operator/internal/telemetry"
+)
+
+// TenantQuotaControllerName is the controller name, unique across groups.
+const TenantQuotaControllerName = "agentrax-tenantquota"
+
+// DefaultSettleGrace is how long a reservation is left alone after admission raised it: its object may still be
+// on its way to storage. It is well above the webhook timeout (10 s); tests shorten it.
+var DefaultSettleGrace = 30 * time.Second
+
+// TenantQuotaReconciler counts what the AgentDeployments referencing a TenantQuota use, sets OverQuota, exports the
+// usage ratio, and settles the reservation ledger that admission writes to the agents' actual demand.
+type TenantQuotaReconciler struct {
+	client.Client
+	// APIReader confirms, uncached, an agent's state before a reservation is lowered or dropped.
+	APIReader   client.Reader
+	Recorder    recorder.EventRecorder
+	GPUResource corev1.ResourceName
+	// SettleGrace defaults to DefaultSettleGrace.
+	SettleGrace time.Duration
+}
+
+// +kubebuilder:rbac:groups=agentrax.io,resources=tenantquotas,verbs=get;list;watch
+// +kubebuilder:rbac:groups=agentrax.io,resources=tenantquotas/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=agentrax.io,resources=agentdeployments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile fetches the TenantQuota, counts usage, settles the ledger and patches status once, only if changed.
+func (r *TenantQuotaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
+	ctx, end := startReconcile(ctx, TenantQuotaControllerName, req.Namespace, req.Name)
+	defer func() { end(err) }()
+
+	tq := &agentraxv1alpha1.TenantQuota{}
+	if err := r.Get(ctx, req.NamespacedName, tq); err != nil {
+		if apierrors.IsNotFound(err) {
+			quotaUsageRatio.DeleteLabelValues(req.Namespace)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	ads := &agentraxv1alpha1.AgentDeploymentList{}
+	if err := r.List(ctx, ads, client.InNamespace(tq.Namespace), client.MatchingFields{tenantRefField: tq.Name}); err != nil {
+		return ctrl.Result{}, err
+	}
+	before := tq.DeepCopy()
+	usage, perAgentMax := r.countUsage(tq, ads.Items)
+	requeue, err := r.settleLedger(ctx, tq, ads.Items)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	r.setConditions(tq, usage, perAgentMax)
+	tq.Status.ObservedGeneration = tq.Generation
+	quotaUsageRatio.WithLabelValues(tq.Namespace).Set(quota.UsageRatio(tq.Spec, usage))
+
+	if !equality.Semantic.DeepEqual(before, tq) {
+		// The ledger is shared with admission: write only on top of what was read.
+		err := r.Status().Patch(ctx, tq, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+		if apierrors.IsConflict(err) {
+			// Admission wrote the ledger since it was read: look again at once, with the fresh object.
+			return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+		}
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// countUsage sets the used* counters from the live (not deleting) agents.
+func (r *TenantQuotaReconciler) countUsage(tq *agentraxv1alpha1.TenantQuota, ads []agentraxv1alpha1.AgentDeployment) (quota.Usage, int32) {
+	var u quota.Usage
+	var perAgentMax int32
+	for i := range ads {
+		if ads[i].DeletionTimestamp != nil {
+			continue
+		}
+		u = u.Add(quota.DemandOf(&ads[i], r.GPUResource))
+		perAgentMax = max(perAgentMax, ads[i].Spec.Replicas.Max)
+	}
+	tq.Status.UsedAgents, tq.Status.UsedGPUs, tq.Status.UsedTotalReplicas = u.Agents, u.GPUs, u.Replicas
+	return u, perAgentMax
+}
+
+// settleLedger brings each reservation older than the grace period to its agent's actual demand, drops those of
+// agents that are gone or leaving, and records agents that have none (created while the webhook was not called,
+// or after the quota was re-created). Lowering or dropping is confirmed against the API server first. It returns
+// when to look again for reservations still inside the grace period.
+func (r *TenantQuotaReconciler) settleLedger(ctx context.Context, tq *agentraxv1alpha1.TenantQuota, ads []agentraxv1alpha1.AgentDeployment) (time.Duration, error) {
+	grace := r.SettleGrace
+	if grace <= 0 {
+		grace = DefaultSettleGrace
+	}
+	now := time.Now()
+	cached := map[string]*agentraxv1alpha1.AgentDeployment{}
+	for i := range ads {
+		cached[ads[i].Name] = &ads[i]
+	}
+	var requeue time.Duration
+	ledger := append([]agentraxv1alpha1.Reservation(nil), tq.Status.Reservations...)
+	for _, res := range tq.Status.Reservations {
+		ad := cached[res.Name]
+		if ad != nil && ad.DeletionTimestamp != nil {
+			ledger = quota.Remove(ledger, res.Name)
+			continue
+		}
+		if ad != nil && matches(res, quota.DemandOf(ad, r.GPUResource)) {
+			continue
+		}
+		if age := now.Sub(res.ReservedAt.Time); age < grace {
+			if wait := grace - age + time.Second; requeue == 0 || wait < requeue {
+				requeue = wait
+			}
+			continue
+		}
+		fresh := &agentraxv1alpha1.AgentDeployment{}
+		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: tq.Namespace, Name: res.Name}, fresh)
+		switch {
+		case apierrors.IsNotFound(err) || (err == nil && (fresh.DeletionTimestamp != nil || fresh.Spec.TenantRef != tq.Name)):
+			ledger = quota.Remove(ledger, res.Name)
+		case err != nil:
+			return 0, err
+		default:
+			d := quota.DemandOf(fresh, r.GPUResource)
+			ledger = quota.Upsert(ledger, agentraxv1alpha1.Reservation{Name: res.Name, Replicas: d.Replicas, GPUs: d.GPUs, ReservedAt: res.ReservedAt})
+		}
+	}
+	for i := range ads {
+		ad := &ads[i]
+		if ad.DeletionTimestamp != nil || quota.Find(ledger, ad.Name) >= 0 {
+			continue
+		}
+		// The cache may lag a delete whose admission just released the entry: confirm before re-adding.
+		fresh := &agentraxv1alpha1.AgentDeployment{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(ad), fresh); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return 0, err
+		}
+		if fresh.DeletionTimestamp != nil {
+			continue
+		}
+		d := quota.DemandOf(fresh, r.GPUResource)
+		ledger = quota.Upsert(ledger, agentraxv1alpha1.Reservation{
+			Name: ad.Name, Replicas: d.Replicas, GPUs: d.GPUs, ReservedAt: metav1.NewTime(now.Truncate(time.Second))})
+	}
+	if len(ledger) == 0 {
+		ledger = nil
+	}
+	tq.Status.Reservations = ledger
+	return requeue, nil
+}
+
+func matches(r agentraxv1alpha1.Reservation, d quota.Demand) bool {
+	return r.Replicas == d.Replicas && r.GPUs == d.GPUs
+}
+
+// setConditions sets Ready and OverQuota; OverQuota never deletes anything, it only explains why growth is refused.
+func (r *TenantQuotaReconciler) setConditions(tq *agentraxv1alpha1.TenantQuota, u quota.Usage, perAgentMax int32) {
+	meta.SetStatusCondition(&tq.Status.Conditions, metav1.Condition{
+		Type: agentraxv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: agentraxv1alpha1.ReasonUsageCounted,
+		Message: "usage counted from the AgentDeployments referencing this quota", ObservedGeneration: tq.Generation,
+	})
+	over := metav1.Condition{
+		Type: agentraxv1alpha1.ConditionOverQuota, Status: metav1.ConditionFalse, Reason: agentraxv1alpha1.ReasonWithinLimits,
+		Message: "every agent fits the quota", ObservedGeneration: tq.Generation,
+	}
+	if exceeded := quota.Exceeded(tq.Spec, u, perAgentMax); len(exceeded) > 0 {
+		over.Status, over.Reason = metav1.ConditionTrue, agentraxv1alpha1.ReasonExceeded
+		over.Message = quota.Message(exceeded) + "; running agents are kept, growth is refused until usage fits"
+		if !meta.IsStatusConditionTrue(tq.Status.Conditions, over.Type) {
+			r.Recorder.Eventf(tq, nil, corev1.EventTypeWarning, over.Reason, "CountUsage", over.Message)
+		}
+	}
+	meta.SetStatusCondition(&tq.Status.Conditions, over)
+}
+
+// SetupWithManager registers the controller; AgentDeployment events enqueue the quota they reference.
+func (r *TenantQuotaReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts kube.ControllerOptions) error {
+	if err := kube.IndexField(ctx, mgr, &agentraxv1alpha1.AgentDeployment{}, tenantRefField, tenantRefOf); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(TenantQuotaControllerName).
+		For(&agentraxv1alpha1.TenantQuota{}).
+		Watches(&agentraxv1alpha1.AgentDeployment{}, handler.EnqueueRequestsFromMapFunc(
+			func(_ context.Context, o client.Object) []reconcile.Request {
+				ad := o.(*agentraxv1alpha1.AgentDeployment)
+				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ad.Namespace, Name: ad.Spec.TenantRef}}}
+			})).
+		WithOptions(opts.Options()).
+		Complete(telemetry.TracedReconciler(TenantQuotaControllerName, r))
+}

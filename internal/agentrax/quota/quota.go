@@ -1,0 +1,269 @@
+// Package quota is the TenantQuota arithmetic of the agentrax group: what an AgentDeployment claims, whether an
+// admission fits a quota's ledger, how much of a quota agents use, and how far an agent's autoscaler may go. It
+// makes no API calls.
+package quota
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
+)
+
+// DefaultGPUResourceName is the extended resource counted as GPUs unless --gpu-resource-name says otherwise.
+const DefaultGPUResourceName corev1.ResourceName = "nvidia.com/gpu"
+
+// CanaryReplicas is how many canary pods run while a canary rollout is in progress; they are charged on top of
+// replicas.max.
+const CanaryReplicas int32 = 1
+
+// Demand is what one AgentDeployment claims from its TenantQuota.
+type Demand struct {
+	// Replicas is replicas.max, plus CanaryReplicas while a canary runs.
+	Replicas int32
+	// GPUs is GPUsPerPod × Replicas.
+	GPUs int64
+	// GPUsPerPod is the container's GPU limit (rounded up); kept to explain the arithmetic in messages.
+	GPUsPerPod int64
+	// Canary tells whether the canary's pods are included.
+	Canary bool
+}
+
+// GPUsPerPod returns the GPU limit (or, without a limit, the request) of the agent container, rounded up.
+func GPUsPerPod(r corev1.ResourceRequirements, gpu corev1.ResourceName) int64 {
+	if q, ok := r.Limits[gpu]; ok {
+		return q.Value()
+	}
+	if q, ok := r.Requests[gpu]; ok {
+		return q.Value()
+	}
+	return 0
+}
+
+// CanaryActive tells whether ad is (or, being admitted with a new image, is about to be) running a canary: the
+// strategy is Canary and the spec's image differs from the stable one, or the status says a canary runs.
+func CanaryActive(ad *agentraxv1alpha1.AgentDeployment) bool {
+	if ad.Status.CanaryVersion != "" || ad.Status.Phase == agentraxv1alpha1.PhaseRolloutInProgress {
+		return true
+	}
+	canary := ad.Spec.Rollout != nil && ad.Spec.Rollout.Strategy == agentraxv1alpha1.StrategyCanary
+	return canary && ad.Status.StableVersion != "" && ad.Spec.Image != ad.Status.StableVersion
+}
+
+// DemandOf returns what ad claims, counting gpu as the GPU resource.
+func DemandOf(ad *agentraxv1alpha1.AgentDeployment, gpu corev1.ResourceName) Demand {
+	d := Demand{Replicas: ad.Spec.Replicas.Max, GPUsPerPod: GPUsPerPod(ad.Spec.Resources, gpu)}
+	if CanaryActive(ad) {
+		d.Canary = true
+		d.Replicas += CanaryReplicas
+	}
+	d.GPUs = d.GPUsPerPod * int64(d.Replicas)
+	return d
+}
+
+// Usage sums what a set of agents claims.
+type Usage struct {
+	Agents   int32
+	Replicas int32
+	GPUs     int64
+}
+
+// Add returns u plus one agent claiming d.
+func (u Usage) Add(d Demand) Usage {
+	return Usage{Agents: u.Agents + 1, Replicas: u.Replicas + d.Replicas, GPUs: u.GPUs + d.GPUs}
+}
+
+// LedgerUsage sums the reservations of a ledger, leaving out the entry named except ("" leaves none out).
+func LedgerUsage(ledger []agentraxv1alpha1.Reservation, except string) Usage {
+	var u Usage
+	for _, r := range ledger {
+		if r.Name == except {
+			continue
+		}
+		u.Agents++
+		u.Replicas += r.Replicas
+		u.GPUs += r.GPUs
+	}
+	return u
+}
+
+// Find returns the index of name's reservation in ledger, or -1.
+func Find(ledger []agentraxv1alpha1.Reservation, name string) int {
+	for i := range ledger {
+		if ledger[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Upsert sets name's reservation and keeps the ledger sorted by name.
+func Upsert(ledger []agentraxv1alpha1.Reservation, r agentraxv1alpha1.Reservation) []agentraxv1alpha1.Reservation {
+	if i := Find(ledger, r.Name); i >= 0 {
+		ledger[i] = r
+		return ledger
+	}
+	ledger = append(ledger, r)
+	sort.Slice(ledger, func(i, j int) bool { return ledger[i].Name < ledger[j].Name })
+	return ledger
+}
+
+// Remove drops name's reservation.
+func Remove(ledger []agentraxv1alpha1.Reservation, name string) []agentraxv1alpha1.Reservation {
+	if i := Find(ledger, name); i >= 0 {
+		return append(ledger[:i], ledger[i+1:]...)
+	}
+	return ledger
+}
+
+// Request is one admission to decide.
+type Request struct {
+	// Quota is the TenantQuota's namespace/name, for messages.
+	Quota string
+	// Spec is the quota's ceilings.
+	Spec agentraxv1alpha1.TenantQuotaSpec
+	// Ledger is the quota's current reservations.
+	Ledger []agentraxv1alpha1.Reservation
+	// Name of the AgentDeployment being admitted.
+	Name string
+	// New is what the admitted object claims.
+	New Demand
+	// Old is what the object claimed before an update; nil for a create.
+	Old *Demand
+	// GPUResource names the GPU resource, for messages.
+	GPUResource corev1.ResourceName
+}
+
+// Decision is the outcome of Admit.
+type Decision struct {
+	// Errors names every ceiling the request would break; empty means admitted.
+	Errors field.ErrorList
+	// Reserve is the reservation to record when admitted; nil when the ledger need not change (an update that
+	// grows nothing, or whose growth is already covered).
+	Reserve *agentraxv1alpha1.Reservation
+}
+
+// Admit decides whether a create, or an update's growth, fits the quota. A create must fit every ceiling. An
+// update is checked only in the dimensions it grows, so shrinking or unrelated edits always pass, even over a
+// lowered quota. The reservation recorded is the larger of the existing entry and the new demand per dimension:
+// a failed or in-flight request can over-reserve for a while, never under-reserve.
+func Admit(req Request) Decision {
+	spec := field.NewPath("spec")
+	maxPath := spec.Child("replicas", "max")
+	gpuPath := spec.Child("resources", "limits").Key(string(req.GPUResource))
+	others := LedgerUsage(req.Ledger, req.Name)
+	entry := agentraxv1alpha1.Reservation{Name: req.Name}
+	existing := Find(req.Ledger, req.Name)
+	if existing >= 0 {
+		entry = req.Ledger[existing]
+	}
+	reserve := entry
+	reserve.Replicas = max(entry.Replicas, req.New.Replicas)
+	reserve.GPUs = max(entry.GPUs, req.New.GPUs)
+
+	create := req.Old == nil
+	growsReplicas := create || req.New.Replicas > req.Old.Replicas
+	growsGPUs := create || req.New.GPUs > req.Old.GPUs
+	var errs field.ErrorList
+	if create && others.Agents+1 > req.Spec.MaxAgents {
+		errs = append(errs, field.Forbidden(spec.Child("tenantRef"), fmt.Sprintf(
+			"exceeds TenantQuota %s maxAgents: %d agents admitted + 1 = %d > %d",
+			req.Quota, others.Agents, others.Agents+1, req.Spec.MaxAgents)))
+	}
+	if growsReplicas && req.New.Replicas-canary(req.New) > req.Spec.MaxReplicasPerAgent {
+		errs = append(errs, field.Forbidden(maxPath, fmt.Sprintf(
+			"exceeds TenantQuota %s maxReplicasPerAgent: replicas.max %d > %d",
+			req.Quota, req.New.Replicas-canary(req.New), req.Spec.MaxReplicasPerAgent)))
+	}
+	if growsReplicas && others.Replicas+reserve.Replicas > req.Spec.MaxTotalReplicas {
+		errs = append(errs, field.Forbidden(maxPath, fmt.Sprintf(
+			"exceeds TenantQuota %s maxTotalReplicas: %d reserved by other agents + %d%s = %d > %d",
+			req.Quota, others.Replicas, reserve.Replicas, canaryNote(req.New),
+			others.Replicas+reserve.Replicas, req.Spec.MaxTotalReplicas)))
+	}
+	if growsGPUs && others.GPUs+reserve.GPUs > req.Spec.MaxGPUs {
+		errs = append(errs, field.Forbidden(gpuPath, fmt.Sprintf(
+			"exceeds TenantQuota %s maxGPUs: %d reserved by other agents + %d (%d %s × %d replicas%s) = %d > %d",
+			req.Quota, others.GPUs, reserve.GPUs, req.New.GPUsPerPod, req.GPUResource, req.New.Replicas,
+			canaryNote(req.New), others.GPUs+reserve.GPUs, req.Spec.MaxGPUs)))
+	}
+	if len(errs) > 0 {
+		return Decision{Errors: errs}
+	}
+	if existing >= 0 && reserve.Replicas == entry.Replicas && reserve.GPUs == entry.GPUs {
+		return Decision{}
+	}
+	return Decision{Reserve: &reserve}
+}
+
+func canary(d Demand) int32 {
+	if d.Canary {
+		return CanaryReplicas
+	}
+	return 0
+}
+
+func canaryNote(d Demand) string {
+	if d.Canary {
+		return fmt.Sprintf(", including %d canary", CanaryReplicas)
+	}
+	return ""
+}
+
+// Exceeded lists, in words, every ceiling the usage breaks; empty when it fits. perAgentMax is the largest
+// replicas.max among the agents.
+func Exceeded(spec agentraxv1alpha1.TenantQuotaSpec, u Usage, perAgentMax int32) []string {
+	var out []string
+	if u.Agents > spec.MaxAgents {
+		out = append(out, fmt.Sprintf("agents %d > maxAgents %d", u.Agents, spec.MaxAgents))
+	}
+	if u.GPUs > spec.MaxGPUs {
+		out = append(out, fmt.Sprintf("GPUs %d > maxGPUs %d", u.GPUs, spec.MaxGPUs))
+	}
+	if u.Replicas > spec.MaxTotalReplicas {
+		out = append(out, fmt.Sprintf("replicas %d > maxTotalReplicas %d", u.Replicas, spec.MaxTotalReplicas))
+	}
+	if perAgentMax > spec.MaxReplicasPerAgent {
+		out = append(out, fmt.Sprintf("an agent's replicas.max %d > maxReplicasPerAgent %d", perAgentMax, spec.MaxReplicasPerAgent))
+	}
+	return out
+}
+
+// UsageRatio is usedTotalReplicas / maxTotalReplicas, 0 when the ceiling is not positive.
+func UsageRatio(spec agentraxv1alpha1.TenantQuotaSpec, u Usage) float64 {
+	if spec.MaxTotalReplicas <= 0 {
+		return 0
+	}
+	return float64(u.Replicas) / float64(spec.MaxTotalReplicas)
+}
+
+// Cap is the HPA's maxReplicas for one agent.
+type Cap struct {
+	// MaxReplicas for the HPA, never below min.
+	MaxReplicas int32
+	// Reduced is true when the quota lowered it below replicas.max.
+	Reduced bool
+	// Clamped is true when the headroom was below replicas.min and MaxReplicas was raised to min.
+	Clamped bool
+	// Headroom is maxTotalReplicas minus the replicas the other agents reserve.
+	Headroom int32
+}
+
+// HPAMaxReplicas computes min(replicas.max, maxReplicasPerAgent, maxTotalReplicas − othersReplicas), clamped to
+// replicas.min.
+func HPAMaxReplicas(minReplicas, maxReplicas int32, spec agentraxv1alpha1.TenantQuotaSpec, othersReplicas int32) Cap {
+	headroom := spec.MaxTotalReplicas - othersReplicas
+	c := Cap{MaxReplicas: min(maxReplicas, spec.MaxReplicasPerAgent, headroom), Headroom: headroom}
+	c.Reduced = c.MaxReplicas < maxReplicas
+	if c.MaxReplicas < minReplicas {
+		c.MaxReplicas, c.Clamped = minReplicas, true
+	}
+	return c
+}
+
+// Message joins Exceeded's phrases.
+func Message(parts []string) string { return strings.Join(parts, "; ") }

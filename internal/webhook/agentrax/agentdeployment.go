@@ -1,0 +1,105 @@
+// Package agentrax holds the admission webhooks of the agentrax.io group: AgentDeployment defaulting, validation
+// and quota admission.
+package agentrax
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/quota"
+)
+
+// +kubebuilder:webhook:path=/mutate-agentrax-io-v1alpha1-agentdeployment,mutating=true,failurePolicy=fail,sideEffects=None,groups=agentrax.io,resources=agentdeployments,verbs=create;update,versions=v1alpha1,name=magentdeployment-v1alpha1.agentrax.io,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-agentrax-io-v1alpha1-agentdeployment,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=agentrax.io,resources=agentdeployments,verbs=create;update;delete,versions=v1alpha1,name=vagentdeployment-v1alpha1.agentrax.io,admissionReviewVersions=v1,timeoutSeconds=10
+
+// +kubebuilder:rbac:groups=agentrax.io,resources=tenantquotas,verbs=get;list;watch
+// +kubebuilder:rbac:groups=agentrax.io,resources=tenantquotas/status,verbs=get;update;patch
+
+// Defaulter sets spec.port to 8080 and spec.rollout.strategy to Recreate when they are not set.
+type Defaulter struct{}
+
+var _ admission.Defaulter[*agentraxv1alpha1.AgentDeployment] = Defaulter{}
+
+// Default implements admission.Defaulter.
+func (Defaulter) Default(_ context.Context, ad *agentraxv1alpha1.AgentDeployment) error {
+	SetDefaults(ad)
+	return nil
+}
+
+// SetDefaults applies the AgentDeployment defaults in place.
+func SetDefaults(ad *agentraxv1alpha1.AgentDeployment) {
+	if ad.Spec.Port == 0 {
+		ad.Spec.Port = agentraxv1alpha1.DefaultPort
+	}
+	if ad.Spec.Rollout == nil {
+		ad.Spec.Rollout = &agentraxv1alpha1.RolloutSpec{}
+	}
+	if ad.Spec.Rollout.Strategy == "" {
+		ad.Spec.Rollout.Strategy = agentraxv1alpha1.StrategyRecreate
+	}
+}
+
+// Validator checks AgentDeployments and admits them against their TenantQuota.
+type Validator struct {
+	Quota *QuotaAdmission
+}
+
+var _ admission.Validator[*agentraxv1alpha1.AgentDeployment] = Validator{}
+
+// SetupAgentDeploymentWebhook registers the AgentDeployment defaulting and validating webhooks. GPUs are counted
+// as the gpu extended resource (quota.DefaultGPUResourceName when empty).
+func SetupAgentDeploymentWebhook(mgr ctrl.Manager, gpu corev1.ResourceName) error {
+	if gpu == "" {
+		gpu = quota.DefaultGPUResourceName
+	}
+	q := &QuotaAdmission{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), GPUResource: gpu}
+	return ctrl.NewWebhookManagedBy(mgr, &agentraxv1alpha1.AgentDeployment{}).
+		WithDefaulter(Defaulter{}).
+		WithValidator(Validator{Quota: q}).
+		Complete()
+}
+
+// ValidateCreate implements admission.Validator: the spec must be valid and fit the quota.
+func (v Validator) ValidateCreate(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment) (admission.Warnings, error) {
+	if err := invalid(ad, nil); err != nil {
+		return nil, err
+	}
+	return nil, v.Quota.Reserve(ctx, ad, nil, dryRun(ctx))
+}
+
+// ValidateUpdate implements admission.Validator: the spec must be valid and any growth must fit the quota.
+func (v Validator) ValidateUpdate(ctx context.Context, old, ad *agentraxv1alpha1.AgentDeployment) (admission.Warnings, error) {
+	if ad.DeletionTimestamp != nil {
+		// Finalizer removal and other edits of a leaving object: nothing to check or reserve.
+		return nil, nil
+	}
+	if err := invalid(ad, old); err != nil {
+		return nil, err
+	}
+	return nil, v.Quota.Reserve(ctx, ad, old, dryRun(ctx))
+}
+
+// ValidateDelete implements admission.Validator: deletes are never blocked; the reservation is released.
+func (v Validator) ValidateDelete(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment) (admission.Warnings, error) {
+	if !dryRun(ctx) {
+		v.Quota.Release(ctx, ad)
+	}
+	return nil, nil
+}
+
+func invalid(ad, old *agentraxv1alpha1.AgentDeployment) error {
+	if errs := ValidateAgentDeployment(ad, old); len(errs) > 0 {
+		return apierrors.NewInvalid(agentraxv1alpha1.GroupVersion.WithKind("AgentDeployment").GroupKind(), ad.Name, errs)
+	}
+	return nil
+}
+
+func dryRun(ctx context.Context) bool {
+	req, err := admission.RequestFromContext(ctx)
+	return err == nil && req.DryRun != nil && *req.DryRun
+}

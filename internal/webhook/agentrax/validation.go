@@ -1,0 +1,140 @@
+package agentrax
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/quota"
+)
+
+// ValidateAgentDeployment returns every problem with an AgentDeployment's spec, each naming its field. old is the
+// stored object on an update and nil on a create.
+func ValidateAgentDeployment(ad, old *agentraxv1alpha1.AgentDeployment) field.ErrorList {
+	var errs field.ErrorList
+	spec := field.NewPath("spec")
+	s := ad.Spec
+	if strings.TrimSpace(s.Image) == "" {
+		errs = append(errs, field.Required(spec.Child("image"), "the agent's container image"))
+	}
+	if s.Port < 1 || s.Port > 65535 {
+		errs = append(errs, field.Invalid(spec.Child("port"), s.Port, "must be a port from 1 to 65535"))
+	}
+	if s.TenantRef == "" {
+		errs = append(errs, field.Required(spec.Child("tenantRef"), "the name of a TenantQuota in the same namespace"))
+	} else if msgs := validation.IsDNS1123Subdomain(s.TenantRef); len(msgs) > 0 {
+		errs = append(errs, field.Invalid(spec.Child("tenantRef"), s.TenantRef, strings.Join(msgs, "; ")))
+	}
+	errs = append(errs, validateReplicas(spec.Child("replicas"), s.Replicas)...)
+	errs = append(errs, validateRollout(spec.Child("rollout"), s.Rollout)...)
+	if s.MCP != nil {
+		seen := map[string]bool{}
+		for i, tool := range s.MCP.Tools {
+			p := spec.Child("mcp", "tools").Index(i)
+			switch {
+			case strings.TrimSpace(tool) == "":
+				errs = append(errs, field.Required(p, "tool names must not be empty"))
+			case seen[tool]:
+				errs = append(errs, field.Duplicate(p, tool))
+			}
+			seen[tool] = true
+		}
+	}
+	if old != nil {
+		if s.TenantRef != old.Spec.TenantRef {
+			errs = append(errs, field.Forbidden(spec.Child("tenantRef"),
+				fmt.Sprintf("is immutable (was %q): the agent's reservation lives in that TenantQuota", old.Spec.TenantRef)))
+		}
+		if s.Image != old.Spec.Image && old.Status.Phase == agentraxv1alpha1.PhaseRolloutInProgress {
+			errs = append(errs, field.Forbidden(spec.Child("image"), fmt.Sprintf(
+				"cannot change while a rollout is in progress (canary %q); wait for it to finish or set spec.rollout.abort",
+				old.Status.CanaryVersion)))
+		}
+	}
+	return errs
+}
+
+func validateReplicas(p *field.Path, r agentraxv1alpha1.ReplicasSpec) field.ErrorList {
+	var errs field.ErrorList
+	if r.Min < 1 {
+		errs = append(errs, field.Invalid(p.Child("min"), r.Min, "must be at least 1"))
+	}
+	if r.Max < 1 {
+		errs = append(errs, field.Invalid(p.Child("max"), r.Max, "must be at least 1"))
+	}
+	if r.Min > r.Max {
+		errs = append(errs, field.Invalid(p.Child("min"), r.Min, fmt.Sprintf("must not exceed replicas.max (%d)", r.Max)))
+	}
+	switch r.Metric {
+	case agentraxv1alpha1.MetricQueueDepth, agentraxv1alpha1.MetricGPUUtilization:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("metric"), r.Metric,
+			[]string{string(agentraxv1alpha1.MetricQueueDepth), string(agentraxv1alpha1.MetricGPUUtilization)}))
+	}
+	if r.Target < 1 {
+		errs = append(errs, field.Invalid(p.Child("target"), r.Target, "must be at least 1"))
+	}
+	return errs
+}
+
+func validateRollout(p *field.Path, r *agentraxv1alpha1.RolloutSpec) field.ErrorList {
+	if r == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	switch r.Strategy {
+	case agentraxv1alpha1.StrategyRecreate, agentraxv1alpha1.StrategyCanary, "":
+	default:
+		errs = append(errs, field.NotSupported(p.Child("strategy"), r.Strategy,
+			[]string{string(agentraxv1alpha1.StrategyRecreate), string(agentraxv1alpha1.StrategyCanary)}))
+	}
+	full := false
+	for i, step := range r.Steps {
+		sp := p.Child("steps").Index(i)
+		switch {
+		case step.SetWeight == nil && step.Pause == nil:
+			errs = append(errs, field.Required(sp, "each step needs exactly one of setWeight and pause"))
+		case step.SetWeight != nil && step.Pause != nil:
+			errs = append(errs, field.Invalid(sp, "setWeight and pause", "each step takes exactly one of setWeight and pause"))
+		case step.SetWeight != nil:
+			if w := *step.SetWeight; w < 0 || w > 100 {
+				errs = append(errs, field.Invalid(sp.Child("setWeight"), w, "must be from 0 to 100"))
+			} else if w == 100 {
+				full = true
+			}
+		default:
+			if step.Pause.Duration.Duration <= 0 {
+				errs = append(errs, field.Invalid(sp.Child("pause", "duration"), step.Pause.Duration.Duration.String(),
+					"must be greater than zero"))
+			}
+		}
+	}
+	if r.Strategy == agentraxv1alpha1.StrategyCanary {
+		if len(r.Steps) == 0 {
+			errs = append(errs, field.Required(p.Child("steps"), "strategy Canary needs steps ending the rollout with setWeight: 100"))
+		} else if !full {
+			errs = append(errs, field.Invalid(p.Child("steps"), len(r.Steps),
+				"strategy Canary needs at least one step with setWeight: 100, or the canary is never promoted"))
+		}
+		if r.Rollback == nil {
+			errs = append(errs, field.Required(p.Child("rollback"),
+				"strategy Canary needs rollback thresholds (maxErrorRate, maxP99LatencyMs, minRequestSample)"))
+		}
+	}
+	if rb := r.Rollback; rb != nil {
+		rp := p.Child("rollback")
+		if _, err := quota.ParseErrorRate(rb.MaxErrorRate); err != nil {
+			errs = append(errs, field.Invalid(rp.Child("maxErrorRate"), rb.MaxErrorRate, err.Error()))
+		}
+		if rb.MaxP99LatencyMs < 1 {
+			errs = append(errs, field.Invalid(rp.Child("maxP99LatencyMs"), rb.MaxP99LatencyMs, "must be at least 1"))
+		}
+		if rb.MinRequestSample < 1 {
+			errs = append(errs, field.Invalid(rp.Child("minRequestSample"), rb.MinRequestSample, "must be at least 1"))
+		}
+	}
+	return errs
+}
