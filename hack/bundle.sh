@@ -36,6 +36,16 @@ created_at=$(sed -nE 's/^    createdAt: "?([^"]*)"?$/\1/p' "$base")
 
 # 1. The CSV base: owned CRDs with their descriptors from the +operator-sdk:csv markers under apis/.
 "$OPERATOR_SDK" generate kustomize manifests --apis-dir apis -q --interactive=false
+# operator-sdk pluralises some kinds differently from controller-gen (TenantQuota -> tenantquota), which leaves the
+# owned CRD without its description; name each owned CRD after the CRD controller-gen generated for that kind.
+base=config/manifests/bases/${package}.clusterserviceversion.yaml
+for crd in config/crd/bases/*.yaml; do
+	file=$(basename "$crd" .yaml)   # <group>_<plural>
+	group=${file%%_*} plural=${file#*_}
+	singular=$(awk '/^    singular:/ {print $2; exit}' "$crd")
+	[ -n "$singular" ] && [ "$singular" != "$plural" ] &&
+		sed -i "s/^\(      name: \)${singular}\.${group}\$/\1${plural}.${group}/" "$base"
+done
 
 # 2. The manager image everything refers to (a no-op for the default IMG, which config/manager already holds).
 (cd config/manager && "$KUSTOMIZE" edit set image "controller=${IMG}")

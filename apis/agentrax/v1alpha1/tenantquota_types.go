@@ -104,7 +104,7 @@ type TenantQuotaStatus struct {
 // +kubebuilder:printcolumn:name="MaxGPUs",type=integer,JSONPath=`.spec.maxGPUs`
 // +kubebuilder:printcolumn:name="UsedGPUs",type=integer,JSONPath=`.status.usedGPUs`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +operator-sdk:csv:customresourcedefinitions:displayName="Tenant Quota"
+// +operator-sdk:csv:customresourcedefinitions:displayName="Tenant Quota",resources={{AgentDeployment,v1alpha1,""},{Event,v1,""}}
 type TenantQuota struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
