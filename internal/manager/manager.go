@@ -44,6 +44,17 @@ type Options struct {
 	Groups          []string
 	Controllers     []string
 	WatchNamespaces []string
+
+	// Fleet Management API (fleet group).
+	FleetCredentialsSecret string
+	FleetAPIURL            string
+	FleetAPIRPS            float64
+	FleetAPIBurst          int
+	PipelineNameScope      string
+
+	// SkipControllerNameValidation lets a process build more than one manager with the same controllers (tests
+	// that restart the manager).
+	SkipControllerNameValidation bool
 }
 
 // DefaultOptions returns the settings of a production deployment.
@@ -58,6 +69,9 @@ func DefaultOptions() Options {
 		KubeAPIQPS:             50,
 		KubeAPIBurst:           100,
 		Groups:                 append([]string(nil), operator.Groups...),
+		FleetAPIRPS:            3,
+		FleetAPIBurst:          50,
+		PipelineNameScope:      "none",
 	}
 }
 
@@ -90,6 +104,16 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Comma-separated controller names (e.g. gnmic-target) to run; empty runs every controller of the enabled groups.")
 	fs.Var(listFlag{&o.WatchNamespaces}, "watch-namespaces",
 		"Comma-separated namespaces to watch; empty watches all namespaces.")
+	fs.StringVar(&o.FleetCredentialsSecret, "fleet-credentials-secret", o.FleetCredentialsSecret,
+		"namespace/name of the Secret with the Fleet Management API base-url, username and password (optional ca.crt).")
+	fs.StringVar(&o.FleetAPIURL, "fleet-api-url", o.FleetAPIURL,
+		"Fleet Management API URL (https); overrides the Secret's base-url.")
+	fs.Float64Var(&o.FleetAPIRPS, "fleet-api-rps", o.FleetAPIRPS,
+		"Fleet Management API requests per second, one token bucket shared by every fleet controller.")
+	fs.IntVar(&o.FleetAPIBurst, "fleet-api-burst", o.FleetAPIBurst, "Fleet Management API token bucket burst.")
+	fs.StringVar(&o.PipelineNameScope, "pipeline-name-scope", o.PipelineNameScope,
+		"How Pipeline CRs map to org-global Fleet pipeline names: none (spec.name or metadata.name; same-named "+
+			"CRs in two namespaces are reported as a NameCollision) or namespace (\"<namespace>.<name>\").")
 }
 
 // listFlag is a comma-separated string list flag.
@@ -160,11 +184,19 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.WebhookCertDir, TLSOpts: tlsOpts,
 		})
 	}
+	if o.SkipControllerNameValidation {
+		skip := true
+		mgrOpts.Controller.SkipNameValidation = &skip
+	}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
-	if err := operator.Setup(ctx, mgr, controllers, operator.Dependencies{}, o.EnableWebhooks); err != nil {
+	deps := operator.Dependencies{Fleet: operator.FleetSettings{
+		CredentialsSecret: o.FleetCredentialsSecret, APIURL: o.FleetAPIURL,
+		RPS: o.FleetAPIRPS, Burst: o.FleetAPIBurst, PipelineNameScope: o.PipelineNameScope,
+	}}
+	if err := operator.Setup(ctx, mgr, controllers, deps, o.EnableWebhooks); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

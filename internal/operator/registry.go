@@ -40,6 +40,8 @@ type Webhook struct {
 type Dependencies struct {
 	// Concurrency maps controller name to MaxConcurrentReconciles; missing means 1.
 	Concurrency map[string]int
+	// Fleet configures the Fleet Management API client of the fleet group.
+	Fleet FleetSettings
 }
 
 func (d Dependencies) options(name string) kube.ControllerOptions {

@@ -31,6 +31,8 @@ type Options struct {
 	Controllers []string
 	// Logger receives the control plane's and manager's logs. Unset discards them, unless QUARTET_TEST_LOGS is set.
 	Logger *logr.Logger
+	// Manager, when set, adjusts the manager's options (e.g. the Fleet API URL) before it is built.
+	Manager func(*manager.Options)
 }
 
 // Env is a running control plane, with a client and, when controllers were chosen, a manager.
@@ -42,9 +44,11 @@ type Env struct {
 	// Manager runs the chosen controllers and serves the webhooks; nil when no controller was chosen.
 	Manager ctrl.Manager
 
-	env    *envtest.Environment
-	cancel context.CancelFunc
-	done   chan error
+	env         *envtest.Environment
+	cancel      context.CancelFunc
+	done        chan error
+	controllers []string
+	adjust      func(*manager.Options)
 }
 
 // Start brings up kube-apiserver and etcd, installs CRDs and webhook configurations, and starts the manager.
@@ -86,6 +90,7 @@ func Start(opts Options) (*Env, error) {
 	if len(opts.Controllers) == 0 {
 		return e, nil
 	}
+	e.controllers, e.adjust = opts.Controllers, opts.Manager
 	if err := e.startManager(opts.Controllers); err != nil {
 		return nil, errors.Join(err, env.Stop())
 	}
@@ -100,6 +105,11 @@ func (e *Env) startManager(controllers []string) error {
 	o.WebhookHost, o.WebhookPort, o.WebhookCertDir = hooks.LocalServingHost, hooks.LocalServingPort, hooks.LocalServingCertDir
 	// Tests run many objects at once; leave flow control to the API server rather than a client-side limiter.
 	o.KubeAPIQPS, o.KubeAPIBurst = -1, 0
+	// RestartManager builds the same controllers again in this process.
+	o.SkipControllerNameValidation = true
+	if e.adjust != nil {
+		e.adjust(&o)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	mgr, err := manager.New(ctx, e.Config, o)
 	if err != nil {
@@ -123,6 +133,19 @@ func (e *Env) startManager(controllers []string) error {
 		return errors.New("manager cache did not sync")
 	}
 	return nil
+}
+
+// RestartManager stops the running manager and starts a new one with the same controllers and options, as a
+// process restart would: empty caches, fresh clients.
+func (e *Env) RestartManager() error {
+	if e.cancel != nil {
+		e.cancel()
+		if err := <-e.done; err != nil {
+			return fmt.Errorf("stopping the manager: %w", err)
+		}
+		e.cancel = nil
+	}
+	return e.startManager(e.controllers)
 }
 
 // Stop stops the manager and the control plane.
