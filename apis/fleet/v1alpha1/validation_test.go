@@ -242,3 +242,23 @@ func FuzzValidateCollectorAttributes(f *testing.F) {
 		}
 	})
 }
+
+func FuzzValidatePipeline(f *testing.F) {
+	f.Add("logs", "logging {}", `env="prod"`, "Alloy", "Git", "repo", "adopt")
+	f.Add("", "service:\n  pipelines: {}\n", `a=~"(b"`, "OpenTelemetryCollector", "Grafana", "", "read-only")
+	f.Add("a b", "", "x==y", "XML", "Kubernetes", "ns", "")
+	f.Fuzz(func(t *testing.T, name, contents, matcher, configType, sourceType, sourceNS, importMode string) {
+		p := &Pipeline{ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: map[string]string{AnnotationImportMode: importMode}},
+			Spec: PipelineSpec{Name: name, Contents: contents, Matchers: []string{matcher}, ConfigType: ConfigType(configType),
+				Source: &PipelineSource{Type: SourceType(sourceType), Namespace: sourceNS}}}
+		errs, _ := ValidatePipeline(p)
+		for _, e := range errs {
+			if !strings.HasPrefix(e.Field, "spec.") && !strings.HasPrefix(e.Field, "metadata.") {
+				t.Fatalf("error does not name a field: %v", e)
+			}
+		}
+		if _, err := ParseMatcher(matcher); err != nil && len(errs) == 0 {
+			t.Fatalf("bad matcher %q accepted", matcher)
+		}
+	})
+}
