@@ -295,15 +295,21 @@ func (r *PipelineReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Mana
 			predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return !e.ObjectNew.GetDeletionTimestamp().IsZero() }}))).
 		Watches(&fleetv1alpha1.Pipeline{}, handler.EnqueueRequestsFromMapFunc(r.sameNamed),
 			builder.WithPredicates(predicate.Funcs{
-				CreateFunc:  func(event.CreateEvent) bool { return false },
-				UpdateFunc:  func(event.UpdateEvent) bool { return false },
+				CreateFunc: func(event.CreateEvent) bool { return false },
+				// A spec or annotation change may rename the Pipeline away from a contested name; the map function
+				// sees both the old and the new object.
+				UpdateFunc: func(e event.UpdateEvent) bool {
+					return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
+						e.ObjectOld.GetAnnotations()[fleetv1alpha1.AnnotationNameScope] != e.ObjectNew.GetAnnotations()[fleetv1alpha1.AnnotationNameScope]
+				},
 				GenericFunc: func(event.GenericEvent) bool { return false },
 			})).
 		WithOptions(kube.ControllerOptions{MaxConcurrentReconciles: 1}.Options()).
 		Complete(telemetry.TracedReconciler(PipelineControllerName, r))
 }
 
-// sameNamed wakes the other Pipelines with the same Fleet name when one is gone, so a collision resolves.
+// sameNamed wakes the other Pipelines with the same Fleet name when one is gone or renamed, so a collision
+// resolves.
 func (r *PipelineReconciler) sameNamed(ctx context.Context, o client.Object) []reconcile.Request {
 	p, ok := o.(*fleetv1alpha1.Pipeline)
 	if !ok {

@@ -281,6 +281,28 @@ func TestSameNameInTwoNamespacesIsACollision(t *testing.T) {
 		g.Expect(synced(g, client.ObjectKeyFromObject(b)).Status.SyncedName).To(Equal(ns2 + "." + shared))
 	}).Should(Succeed())
 	g.Expect(srv.PipelineByName(shared).GetContents()).To(Equal(a.Spec.Contents))
+
+	// When the holder renames itself away, a waiting Pipeline gets the name.
+	ns3 := newNamespace(t)
+	c := newPipeline(ns3, "c", func(p *fleetv1alpha1.Pipeline) {
+		p.Spec.Name = shared
+		p.Spec.Contents = "third {}"
+	})
+	g.Expect(env.Client.Create(ctx, c)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := &fleetv1alpha1.Pipeline{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(c), got)).To(Succeed())
+		g.Expect(meta.FindStatusCondition(got.Status.Conditions, fleetv1alpha1.ConditionReady)).To(
+			HaveField("Reason", fleetv1alpha1.ReasonNameCollision))
+	}).Should(Succeed())
+	holder := &fleetv1alpha1.Pipeline{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(a), holder)).To(Succeed())
+	holder.Spec.Name = shared + "-renamed"
+	g.Expect(env.Client.Update(ctx, holder)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(synced(g, client.ObjectKeyFromObject(c)).Status.SyncedName).To(Equal(shared))
+	}).Should(Succeed())
+	g.Expect(srv.PipelineByName(shared).GetContents()).To(Equal("third {}"))
 }
 
 func TestPipelineWebhookRejections(t *testing.T) {
@@ -334,4 +356,17 @@ func sliding(times []time.Time, window time.Duration) int {
 		most = max(most, n)
 	}
 	return most
+}
+
+func TestPipeline5xxIsRetriedWithBackoff(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	srv.InjectFault(fleetserver.Fault{Method: "UpsertPipeline", Code: connect.CodeUnavailable, Times: 2})
+	p := newPipeline(ns, "flaky", func(p *fleetv1alpha1.Pipeline) { p.Spec.Name = ns + "-flaky" })
+	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
+	g.Eventually(func(g Gomega) { synced(g, client.ObjectKeyFromObject(p)) }).Should(Succeed())
+	g.Expect(upserts(ns+"-flaky")).To(HaveLen(3), "two 503s, then the success")
+	g.Expect(eventReasons(g, ns, "flaky")).To(ContainElements(fleetv1alpha1.ReasonSyncFailed, "Created"))
+	g.Expect(metricValue(g, "fleet_api_errors_total", map[string]string{"operation": "UpsertPipeline", "status": "503"})).To(BeNumerically(">=", 2))
 }
