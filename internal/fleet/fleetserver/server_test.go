@@ -16,6 +16,10 @@ import (
 	collectorv1 "github.com/grafana/fleet-management-api/api/gen/proto/go/collector/v1"
 	pipelinev1 "github.com/grafana/fleet-management-api/api/gen/proto/go/pipeline/v1"
 	. "github.com/onsi/gomega"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"golang.org/x/time/rate"
 	"google.golang.org/protobuf/proto"
 
@@ -227,4 +231,34 @@ func TestFaultsAndAuthOnTheWire(t *testing.T) {
 	code, body = post("stack-1:wrong")
 	g.Expect(code).To(Equal(401))
 	g.Expect(body).To(HaveKeyWithValue("code", "unauthenticated"))
+}
+
+func TestEveryCallIsASpan(t *testing.T) {
+	g := NewWithT(t)
+	recorder := tracetest.NewSpanRecorder()
+	provider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
+	previous := otel.GetTracerProvider()
+	otel.SetTracerProvider(provider)
+	t.Cleanup(func() { otel.SetTracerProvider(previous) })
+
+	s := start(t)
+	c := newClient(t, s, false)
+	_, err := c.UpsertPipeline(context.Background(), &pipelinev1.Pipeline{Name: "traced", Contents: "x"}, false)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = c.GetPipeline(context.Background(), "404")
+	g.Expect(fleetclient.IsNotFound(err)).To(BeTrue())
+
+	spans := recorder.Ended()
+	g.Expect(spans).To(HaveLen(2))
+	g.Expect(spans[0].Name()).To(Equal("fleet.UpsertPipeline"))
+	g.Expect(spans[0].Status().Code).To(Equal(codes.Unset))
+	g.Expect(spans[1].Name()).To(Equal("fleet.GetPipeline"))
+	g.Expect(spans[1].Status().Code).To(Equal(codes.Error))
+	attrs := map[string]string{}
+	for _, kv := range spans[1].Attributes() {
+		attrs[string(kv.Key)] = kv.Value.String()
+	}
+	g.Expect(attrs).To(HaveKeyWithValue("http.response.status_code", "404"))
+	g.Expect(attrs).To(HaveKeyWithValue("rpc.method", "GetPipeline"))
+	g.Expect(attrs).To(HaveKey("fleet.limiter_wait_seconds"))
 }
