@@ -39,21 +39,12 @@ func TestRateLimitStormIsHonoured(t *testing.T) {
 	const n = 100
 	srv.InjectFault(fleetserver.Fault{Method: "UpsertPipeline", Code: connect.CodeResourceExhausted})
 	defer srv.ClearFaults()
-	start := time.Now()
 	for i := range n {
 		p := newPipeline(ns, fmt.Sprintf("storm-%03d", i), func(p *fleetv1alpha1.Pipeline) { p.Spec.Name = fmt.Sprintf("%s-storm-%03d", ns, i) })
 		g.Expect(env.Client.Create(ctx, p)).To(Succeed())
 	}
 	prefix := ns + "-storm-"
-	// Every Pipeline is tried once and then waits 10 s: no tight retry loop.
 	g.Eventually(func() int { _, per := upsertTimes(prefix); return len(per) }).Should(Equal(n))
-	g.Expect(time.Since(start)).To(BeNumerically("<", 9*time.Second), "the first round must finish before the 10 s requeue for the next check to mean anything")
-	g.Consistently(func(g Gomega) {
-		_, per := upsertTimes(prefix)
-		for name, count := range per {
-			g.Expect(count).To(Equal(1), name)
-		}
-	}, time.Until(start.Add(9*time.Second))).Should(Succeed())
 	g.Eventually(func(g Gomega) {
 		list := &fleetv1alpha1.PipelineList{}
 		g.Expect(env.Client.List(ctx, list, client.InNamespace(ns))).To(Succeed())
@@ -75,8 +66,22 @@ func TestRateLimitStormIsHonoured(t *testing.T) {
 		}
 	}, "40s").Should(Succeed())
 	times, per := upsertTimes(prefix)
+	// No tight retry loop: every Pipeline's attempts are at least the 10 s requeue apart, however loaded the
+	// machine is (a slow machine may give some Pipelines a second 429 before the storm ends).
 	for name, count := range per {
-		g.Expect(count).To(Equal(2), "one 429, one success: %s", name)
+		g.Expect(count).To(BeNumerically(">=", 2), "at least one 429 and one success: %s", name)
+	}
+	attempts := map[string][]time.Time{}
+	for _, c := range srv.CallsTo("UpsertPipeline") {
+		name := c.Request.(*pipelinev1.UpsertPipelineRequest).GetPipeline().GetName()
+		if strings.HasPrefix(name, prefix) {
+			attempts[name] = append(attempts[name], c.At)
+		}
+	}
+	for name, at := range attempts {
+		for i := 1; i < len(at); i++ {
+			g.Expect(at[i].Sub(at[i-1])).To(BeNumerically(">=", 10*time.Second), "retry spacing of %s", name)
+		}
 	}
 	g.Expect(sliding(times, time.Second)).To(BeNumerically("<=", testRPS+testBurst), "requests in any one second")
 	t.Logf("%d upserts, at most %d in any second (limit %d rps + %d burst)", len(times), sliding(times, time.Second), testRPS, testBurst)
