@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -52,8 +53,10 @@ func run() error {
 		return err
 	}
 	defer func() {
-		// Flush spans with a fresh context: ctx is already cancelled on shutdown.
-		if err := shutdownTracing(context.Background()); err != nil {
+		// Flush spans with a fresh context (ctx is already cancelled on shutdown), bounded to 5 s.
+		flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdownTracing(flushCtx); err != nil {
 			logger.Error(err, "flushing traces")
 		}
 	}()

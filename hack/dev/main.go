@@ -45,8 +45,17 @@ func run() error {
 		return err
 	}
 	defer collector.close()
+
+	root := testenv.RepoRoot()
+	fleet, err := startDevFleet(root)
+	if err != nil {
+		return err
+	}
+	defer fleet.server.Close()
+
 	fmt.Println("make dev: starting kube-apiserver and etcd on loopback …")
-	env, err := testenv.Start(testenv.Options{Controllers: testenv.AllControllers(), Logger: &logger})
+	env, err := testenv.Start(testenv.Options{Controllers: testenv.AllControllers(), Logger: &logger,
+		Manager: fleet.managerOptions})
 	if err != nil {
 		return err
 	}
@@ -57,12 +66,14 @@ func run() error {
 		}
 	}()
 
-	root := testenv.RepoRoot()
 	kubeconfig := filepath.Join(root, ".dev", "kubeconfig")
 	if err := writeKubeconfig(env, kubeconfig); err != nil {
 		return err
 	}
 	if err := applyDevInventory(ctx, env.Client); err != nil {
+		return err
+	}
+	if err := fleet.createSecret(ctx, env.Client); err != nil {
 		return err
 	}
 	applied, err := applySamples(ctx, env.Client, filepath.Join(root, "config", "samples"))
@@ -88,8 +99,9 @@ Try a bad object (the webhook rejects it and names the field):
   spec: {address: router1, profile: default}
   EOF
 
+%s
 Ctrl-C stops everything.
-`, applied, kubeconfig)
+`, applied, kubeconfig, fleet.help())
 	<-ctx.Done()
 	return nil
 }

@@ -55,6 +55,16 @@ type Options struct {
 	Clock clock.PassiveClock
 	// GPUResourceName is the extended resource agentrax counts against TenantQuota maxGPUs.
 	GPUResourceName string
+	// Fleet Management API (fleet group).
+	FleetCredentialsSecret string
+	FleetAPIURL            string
+	FleetAPIRPS            float64
+	FleetAPIBurst          int
+	PipelineNameScope      string
+
+	// SkipControllerNameValidation lets a process build more than one manager with the same controllers (tests
+	// that restart the manager).
+	SkipControllerNameValidation bool
 }
 
 // DefaultOptions returns the settings of a production deployment.
@@ -71,6 +81,9 @@ func DefaultOptions() Options {
 		TargetSourceConcurrency: 4,
 		Groups:                  append([]string(nil), operator.Groups...),
 		GPUResourceName:         "nvidia.com/gpu",
+		FleetAPIRPS:             3,
+		FleetAPIBurst:           50,
+		PipelineNameScope:       "none",
 	}
 }
 
@@ -109,6 +122,16 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How many TargetSources are reconciled at once.")
 	fs.StringVar(&o.GPUResourceName, "gpu-resource-name", o.GPUResourceName,
 		"Extended resource counted as GPUs against agentrax TenantQuota maxGPUs (limits[name] × replicas.max).")
+	fs.StringVar(&o.FleetCredentialsSecret, "fleet-credentials-secret", o.FleetCredentialsSecret,
+		"namespace/name of the Secret with the Fleet Management API base-url, username and password (optional ca.crt).")
+	fs.StringVar(&o.FleetAPIURL, "fleet-api-url", o.FleetAPIURL,
+		"Fleet Management API URL (https); overrides the Secret's base-url.")
+	fs.Float64Var(&o.FleetAPIRPS, "fleet-api-rps", o.FleetAPIRPS,
+		"Fleet Management API requests per second, one token bucket shared by every fleet controller.")
+	fs.IntVar(&o.FleetAPIBurst, "fleet-api-burst", o.FleetAPIBurst, "Fleet Management API token bucket burst.")
+	fs.StringVar(&o.PipelineNameScope, "pipeline-name-scope", o.PipelineNameScope,
+		"How Pipeline CRs map to org-global Fleet pipeline names: none (spec.name or metadata.name; same-named "+
+			"CRs in two namespaces are reported as a NameCollision) or namespace (\"<namespace>.<name>\").")
 }
 
 // listFlag is a comma-separated string list flag.
@@ -179,16 +202,25 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.WebhookCertDir, TLSOpts: tlsOpts,
 		})
 	}
+	if o.SkipControllerNameValidation {
+		skip := true
+		mgrOpts.Controller.SkipNameValidation = &skip
+	}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
-	if err := operator.Setup(ctx, mgr, controllers, operator.Dependencies{
+	deps := operator.Dependencies{
 		Concurrency:     map[string]int{"gnmic-targetsource": o.TargetSourceConcurrency},
 		APIBindAddress:  o.APIBindAddress,
 		Clock:           o.Clock,
 		GPUResourceName: o.GPUResourceName,
-	}, o.EnableWebhooks); err != nil {
+		Fleet: operator.FleetSettings{
+			CredentialsSecret: o.FleetCredentialsSecret, APIURL: o.FleetAPIURL,
+			RPS: o.FleetAPIRPS, Burst: o.FleetAPIBurst, PipelineNameScope: o.PipelineNameScope,
+		},
+	}
+	if err := operator.Setup(ctx, mgr, controllers, deps, o.EnableWebhooks); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -51,6 +51,8 @@ type Dependencies struct {
 	// GPUResourceName is the extended resource agentrax counts as GPUs (--gpu-resource-name); empty means
 	// nvidia.com/gpu.
 	GPUResourceName string
+	// Fleet configures the Fleet Management API client of the fleet group.
+	Fleet FleetSettings
 }
 
 func (d Dependencies) options(name string) kube.ControllerOptions {

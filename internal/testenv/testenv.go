@@ -34,6 +34,8 @@ type Options struct {
 	Logger *logr.Logger
 	// Clock, when set, is given to the controllers that accept an injected clock.
 	Clock clock.PassiveClock
+	// Manager, when set, adjusts the manager's options (e.g. the Fleet API URL) before it is built.
+	Manager func(*manager.Options)
 }
 
 // Env is a running control plane, with a client and, when controllers were chosen, a manager.
@@ -45,9 +47,12 @@ type Env struct {
 	// Manager runs the chosen controllers and serves the webhooks; nil when no controller was chosen.
 	Manager ctrl.Manager
 
-	env    *envtest.Environment
-	cancel context.CancelFunc
-	done   chan error
+	env         *envtest.Environment
+	cancel      context.CancelFunc
+	done        chan error
+	controllers []string
+	adjust      func(*manager.Options)
+	clock       clock.PassiveClock
 }
 
 // Start brings up kube-apiserver and etcd, installs CRDs and webhook configurations, and starts the manager.
@@ -92,21 +97,27 @@ func Start(opts Options) (*Env, error) {
 	if len(opts.Controllers) == 0 {
 		return e, nil
 	}
-	if err := e.startManager(opts.Controllers, opts.Clock); err != nil {
+	e.controllers, e.adjust, e.clock = opts.Controllers, opts.Manager, opts.Clock
+	if err := e.startManager(opts.Controllers); err != nil {
 		return nil, errors.Join(err, env.Stop())
 	}
 	return e, nil
 }
 
-func (e *Env) startManager(controllers []string, clk clock.PassiveClock) error {
+func (e *Env) startManager(controllers []string) error {
 	hooks := e.env.WebhookInstallOptions
 	o := manager.DefaultOptions()
 	o.Controllers = controllers
-	o.Clock = clk
+	o.Clock = e.clock
 	o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "0"
 	o.WebhookHost, o.WebhookPort, o.WebhookCertDir = hooks.LocalServingHost, hooks.LocalServingPort, hooks.LocalServingCertDir
 	// Tests run many objects at once; leave flow control to the API server rather than a client-side limiter.
 	o.KubeAPIQPS, o.KubeAPIBurst = -1, 0
+	// RestartManager builds the same controllers again in this process.
+	o.SkipControllerNameValidation = true
+	if e.adjust != nil {
+		e.adjust(&o)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	mgr, err := manager.New(ctx, e.Config, o)
 	if err != nil {
@@ -130,6 +141,19 @@ func (e *Env) startManager(controllers []string, clk clock.PassiveClock) error {
 		return errors.New("manager cache did not sync")
 	}
 	return nil
+}
+
+// RestartManager stops the running manager and starts a new one with the same controllers and options, as a
+// process restart would: empty caches, fresh clients.
+func (e *Env) RestartManager() error {
+	if e.cancel != nil {
+		e.cancel()
+		if err := <-e.done; err != nil {
+			return fmt.Errorf("stopping the manager: %w", err)
+		}
+		e.cancel = nil
+	}
+	return e.startManager(e.controllers)
 }
 
 // Stop stops the manager and the control plane.

@@ -1,0 +1,280 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	collectorv1 "github.com/grafana/fleet-management-api/api/gen/proto/go/collector/v1"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	fleetv1alpha1 "github.com/quartet-dev/quartet-operator/apis/fleet/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/fleet/attributes"
+	fleetclient "github.com/quartet-dev/quartet-operator/internal/fleet/client"
+	"github.com/quartet-dev/quartet-operator/internal/kube"
+	"github.com/quartet-dev/quartet-operator/internal/telemetry"
+)
+
+// CollectorControllerName is the controller name, unique across groups.
+const CollectorControllerName = "fleet-collector"
+
+// Requeue intervals of the Collector controller.
+const (
+	// CollectorResync re-reads a synced collector, catching changes made outside the operator.
+	CollectorResync = 30 * time.Minute
+	// NotRegisteredRequeue polls for a collector that has not registered yet.
+	NotRegisteredRequeue = 30 * time.Second
+)
+
+// CollectorReconciler applies a Collector CR's name, enabled flag and remote attributes to the Fleet collector.
+type CollectorReconciler struct {
+	client.Client
+	Recorder recorder.EventRecorder
+	Fleet    Clients
+}
+
+// +kubebuilder:rbac:groups=fleetmanagement.grafana.com,resources=collectors,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=fleetmanagement.grafana.com,resources=collectors/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=fleetmanagement.grafana.com,resources=collectors/finalizers,verbs=update
+
+// Reconcile reads the collector from Fleet, pushes the attribute diff and patches status once.
+func (r *CollectorReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	c := &fleetv1alpha1.Collector{}
+	if err := r.Get(ctx, req.NamespacedName, c); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !c.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, c)
+	}
+	if controllerutil.AddFinalizer(c, fleetv1alpha1.CollectorFinalizer) {
+		if err := r.Update(ctx, c); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	before := c.DeepCopy()
+	res, err := r.sync(ctx, c)
+	if perr := kube.PatchStatusIfChanged(ctx, r.Client, before, c); perr != nil && err == nil {
+		err = perr
+	}
+	return res, err
+}
+
+// claims are the attribute claims on this collector. RemoteAttributePolicies and ExternalAttributeSyncs add
+// theirs here once their controllers exist; attributes.Resolve already orders all three kinds.
+func claims(c *fleetv1alpha1.Collector) []attributes.Claim {
+	return []attributes.Claim{{Kind: fleetv1alpha1.OwnerCollector, Name: c.Namespace + "/" + c.Name, Attributes: c.Spec.RemoteAttributes}}
+}
+
+func (r *CollectorReconciler) sync(ctx context.Context, c *fleetv1alpha1.Collector) (ctrl.Result, error) {
+	fc, err := r.Fleet.Client(ctx)
+	if err != nil {
+		return r.failed(c, "Sync", err)
+	}
+	remote, err := fc.GetCollector(ctx, c.Spec.ID)
+	switch {
+	case fleetclient.IsNotFound(err):
+		c.Status.Registered = false
+		c.Status.ObservedGeneration = c.Generation
+		msg := fmt.Sprintf("collector %q has not registered with Fleet Management; checking again in %s", c.Spec.ID, NotRegisteredRequeue)
+		if !meta.IsStatusConditionPresentAndEqual(c.Status.Conditions, fleetv1alpha1.ConditionReady, metav1.ConditionFalse) ||
+			meta.FindStatusCondition(c.Status.Conditions, fleetv1alpha1.ConditionReady).Reason != fleetv1alpha1.ReasonNotRegistered {
+			r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, fleetv1alpha1.ReasonNotRegistered, "Get", "%s", msg)
+		}
+		recordSync("Collector", fleetv1alpha1.ReasonNotRegistered)
+		setCondition(c, fleetv1alpha1.ConditionReady, metav1.ConditionFalse, fleetv1alpha1.ReasonNotRegistered, msg)
+		setCondition(c, fleetv1alpha1.ConditionSynced, metav1.ConditionFalse, fleetv1alpha1.ReasonNotRegistered, msg)
+		return ctrl.Result{RequeueAfter: NotRegisteredRequeue}, nil
+	case err != nil:
+		return r.failed(c, "Get", err)
+	}
+	effective, owners := attributes.Resolve(claims(c))
+	ops := attributes.Diff(effective, c.Status.AttributeOwners, remote.GetRemoteAttributes())
+	wantName := c.Spec.Name != "" && c.Spec.Name != remote.GetName()
+	wantEnabled := c.Spec.Enabled != nil && (remote.Enabled == nil || *c.Spec.Enabled != remote.GetEnabled())
+	switch {
+	case wantName || wantEnabled:
+		// Name and enabled are only writable through UpdateCollector, which replaces the collector: send it whole,
+		// with the attribute diff already applied, in one call.
+		update := proto.Clone(remote).(*collectorv1.Collector)
+		if wantName {
+			update.Name = c.Spec.Name
+		}
+		if wantEnabled {
+			update.Enabled = proto.Bool(*c.Spec.Enabled)
+		}
+		update.RemoteAttributes = applyOps(remote.GetRemoteAttributes(), effective, ops)
+		if remote, err = fc.UpdateCollector(ctx, update); err != nil {
+			return r.failed(c, "Update", err)
+		}
+	case len(ops) > 0:
+		if err := fc.BulkUpdateCollectors(ctx, []string{c.Spec.ID}, ops); err != nil {
+			return r.failed(c, "BulkUpdate", err)
+		}
+		remote.RemoteAttributes = applyOps(remote.GetRemoteAttributes(), effective, ops)
+	}
+	if len(ops) > 0 {
+		r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, "AttributesUpdated", "BulkUpdate",
+			"Applied %d remote attribute operation(s) to collector %q", len(ops), c.Spec.ID)
+	}
+	applyCollectorStatus(&c.Status, remote)
+	c.Status.EffectiveRemoteAttributes, c.Status.AttributeOwners = effective, owners
+	c.Status.ObservedGeneration = c.Generation
+	msg := fmt.Sprintf("collector %q is in sync", c.Spec.ID)
+	if !meta.IsStatusConditionTrue(c.Status.Conditions, fleetv1alpha1.ConditionReady) {
+		r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, "Synced", "Sync", "%s", msg)
+	}
+	recordSync("Collector", fleetv1alpha1.ReasonSynced)
+	setCondition(c, fleetv1alpha1.ConditionReady, metav1.ConditionTrue, fleetv1alpha1.ReasonSynced, msg)
+	setCondition(c, fleetv1alpha1.ConditionSynced, metav1.ConditionTrue, fleetv1alpha1.ReasonSynced, msg)
+	return ctrl.Result{RequeueAfter: CollectorResync}, nil
+}
+
+// applyOps is the remote attribute map after the diff's operations.
+func applyOps(remote, desired map[string]string, ops []*collectorv1.Operation) map[string]string {
+	out := maps.Clone(remote)
+	if out == nil {
+		out = map[string]string{}
+	}
+	for _, op := range ops {
+		key, err := attributes.ParsePath(op.GetPath())
+		if err != nil {
+			continue
+		}
+		if op.GetOp() == collectorv1.Operation_REMOVE {
+			delete(out, key)
+		} else {
+			out[key] = desired[key]
+		}
+	}
+	return out
+}
+
+func applyCollectorStatus(st *fleetv1alpha1.CollectorStatus, col *collectorv1.Collector) {
+	st.Registered = true
+	st.Name = col.GetName()
+	st.Enabled = nil
+	if col.Enabled != nil {
+		st.Enabled = proto.Bool(col.GetEnabled())
+	}
+	switch col.GetCollectorType() {
+	case collectorv1.CollectorType_COLLECTOR_TYPE_ALLOY:
+		st.CollectorType = fleetv1alpha1.CollectorTypeAlloy
+	case collectorv1.CollectorType_COLLECTOR_TYPE_OTEL:
+		st.CollectorType = fleetv1alpha1.CollectorTypeOTel
+	default:
+		st.CollectorType = fleetv1alpha1.CollectorTypeUnspecified
+	}
+	st.CreatedAt = metaTime(col.GetCreatedAt())
+	st.UpdatedAt = metaTime(col.GetUpdatedAt())
+	st.MarkedInactiveAt = metaTime(col.GetMarkedInactiveAt())
+	st.LastPing = st.UpdatedAt
+	st.LocalAttributes = col.GetLocalAttributes()
+}
+
+func metaTime(ts *timestamppb.Timestamp) *metav1.Time {
+	if ts == nil {
+		return nil
+	}
+	t := metav1.NewTime(ts.AsTime())
+	return &t
+}
+
+func (r *CollectorReconciler) failed(c *fleetv1alpha1.Collector, action string, err error) (ctrl.Result, error) {
+	if fleetclient.IsRateLimited(err) {
+		recordSync("Collector", fleetv1alpha1.ReasonRateLimited)
+		setCondition(c, fleetv1alpha1.ConditionSynced, metav1.ConditionFalse, fleetv1alpha1.ReasonRateLimited,
+			"Fleet Management answered 429; retrying in 10s")
+		r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, "RateLimited", action, "Fleet Management rate limit; retrying in %s", RateLimitedRequeue)
+		return ctrl.Result{RequeueAfter: RateLimitedRequeue}, nil
+	}
+	reason := fleetv1alpha1.ReasonSyncFailed
+	if fleetclient.IsInvalid(err) {
+		reason = fleetv1alpha1.ReasonValidationError
+	}
+	if fleetclient.IsUnauthenticated(err) {
+		r.Fleet.Invalidate()
+	}
+	recordSync("Collector", reason)
+	setCondition(c, fleetv1alpha1.ConditionReady, metav1.ConditionFalse, reason, err.Error())
+	setCondition(c, fleetv1alpha1.ConditionSynced, metav1.ConditionFalse, reason, err.Error())
+	r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, "SyncFailed", action, "%v", err)
+	if reason == fleetv1alpha1.ReasonValidationError {
+		c.Status.ObservedGeneration = c.Generation
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, err
+}
+
+// finalize removes the remote attributes this Collector owns (and only those), then the finalizer. A collector
+// Fleet no longer knows needs no cleanup.
+func (r *CollectorReconciler) finalize(ctx context.Context, c *fleetv1alpha1.Collector) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(c, fleetv1alpha1.CollectorFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	if len(c.Status.AttributeOwners) > 0 {
+		err := r.removeOwned(ctx, c)
+		switch {
+		case err == nil:
+			recordSync("Collector", "Deleted")
+			r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, "Deleted", "Delete", "Removed the remote attributes owned by this Collector")
+		case fleetclient.IsRateLimited(err):
+			r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, "RateLimited", "Delete", "Fleet Management rate limit; retrying in %s", RateLimitedRequeue)
+			return ctrl.Result{RequeueAfter: RateLimitedRequeue}, nil
+		default:
+			before := c.DeepCopy()
+			recordSync("Collector", fleetv1alpha1.ReasonDeleteFailed)
+			setCondition(c, fleetv1alpha1.ConditionReady, metav1.ConditionFalse, fleetv1alpha1.ReasonDeleteFailed, err.Error())
+			r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, "DeleteFailed", "Delete", "Removing owned remote attributes: %v", err)
+			return ctrl.Result{}, kube.PatchStatusIfChanged(ctx, r.Client, before, c)
+		}
+	}
+	controllerutil.RemoveFinalizer(c, fleetv1alpha1.CollectorFinalizer)
+	return ctrl.Result{}, client.IgnoreNotFound(r.Update(ctx, c))
+}
+
+func (r *CollectorReconciler) removeOwned(ctx context.Context, c *fleetv1alpha1.Collector) error {
+	fc, err := r.Fleet.Client(ctx)
+	if err != nil {
+		return err
+	}
+	remote, err := fc.GetCollector(ctx, c.Spec.ID)
+	if fleetclient.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	ops := attributes.RemoveOwned(c.Status.AttributeOwners, remote.GetRemoteAttributes())
+	if len(ops) == 0 {
+		return nil
+	}
+	err = fc.BulkUpdateCollectors(ctx, []string{c.Spec.ID}, ops)
+	if fleetclient.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// SetupWithManager registers the controller: one reconcile at a time (the Fleet rate budget is shared), spec
+// changes and deletions only (its own status writes do not wake it), and a 30 minute backstop requeue.
+func (r *CollectorReconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(CollectorControllerName).
+		For(&fleetv1alpha1.Collector{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{},
+			predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return !e.ObjectNew.GetDeletionTimestamp().IsZero() }}))).
+		WithOptions(kube.ControllerOptions{MaxConcurrentReconciles: 1}.Options()).
+		Complete(telemetry.TracedReconciler(CollectorControllerName, r))
+}

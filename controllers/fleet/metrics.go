@@ -1,0 +1,47 @@
+// Package fleet holds the reconcilers of the fleetmanagement.grafana.com group.
+package fleet
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	syncedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fleet_resource_synced_total",
+		Help: "Outcomes of fleet reconciles that reached Fleet Management, by kind and reason " +
+			"(Synced, SyncFailed, ValidationError, RateLimited, NotRegistered, Recreated, Deleted, DeleteFailed).",
+	}, []string{"kind", "reason"})
+
+	lastSuccess = map[string]*atomic.Int64{}
+)
+
+func init() {
+	metrics.Registry.MustRegister(syncedTotal)
+	for _, kind := range []string{"Pipeline", "Collector"} {
+		last := &atomic.Int64{}
+		lastSuccess[kind] = last
+		metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "fleet_resource_sync_age_seconds",
+			Help:        "Seconds since the last successful Fleet Management sync of any resource of the kind (0 before the first).",
+			ConstLabels: prometheus.Labels{"kind": kind},
+		}, func() float64 {
+			t := last.Load()
+			if t == 0 {
+				return 0
+			}
+			return time.Since(time.Unix(0, t)).Seconds()
+		}))
+	}
+}
+
+// recordSync counts an outcome; a Synced outcome also resets the kind's sync age.
+func recordSync(kind, reason string) {
+	syncedTotal.WithLabelValues(kind, reason).Inc()
+	if reason == "Synced" {
+		lastSuccess[kind].Store(time.Now().UnixNano())
+	}
+}
