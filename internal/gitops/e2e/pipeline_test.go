@@ -77,8 +77,8 @@ func mustCM(ctx context.Context, ns, name string) *corev1.ConfigMap {
 	return cm
 }
 
-func inventoryKeys(ctx context.Context, ns, target string) []string {
-	inv, _, err := inventory.Read(ctx, env.Client, ns, target)
+func inventoryKeys(ctx context.Context, ns string) []string {
+	inv, _, err := inventory.Read(ctx, env.Client, ns, "web")
 	Expect(err).NotTo(HaveOccurred())
 	var out []string
 	for _, r := range inv.Objects {
@@ -90,7 +90,7 @@ func inventoryKeys(ctx context.Context, ns, target string) []string {
 func TestPlainApplyNoChangeAndPrune(t *testing.T) {
 	RegisterTestingT(t)
 	ctx := context.Background()
-	ns := newTenant(ctx, t)
+	ns := newTenant(ctx)
 	r := gitd.newRepo(t)
 	sha1, changed := r.commit(map[string]*string{
 		"deploy/a.yaml": configMapYAML("a", "", "1"), "deploy/b.yaml": configMapYAML("b", "", "1"),
@@ -111,12 +111,16 @@ func TestPlainApplyNoChangeAndPrune(t *testing.T) {
 		_, err := getCM(ctx, ns, n)
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s lies outside the target path", n)
 	}
-	Expect(inventoryKeys(ctx, ns, "web")).To(ConsistOf("ConfigMap/a", "ConfigMap/b"))
+	Expect(inventoryKeys(ctx, ns)).To(ConsistOf("ConfigMap/a", "ConfigMap/b"))
 
 	// One trace per event: the event root, one source_target span with the seed's attributes, a span per stage.
 	ts := traceSpans(eventID)
 	for _, n := range stageSpans {
-		Expect(named(ts, n)).To(HaveLen(1), "span %s", n)
+		want := 1
+		if n == "orderer" {
+			want = 2 // forward for the provisioner, reversed for the pruner
+		}
+		Expect(named(ts, n)).To(HaveLen(want), "span %s", n)
 	}
 	st := named(ts, "source_target")[0]
 	Expect(st.Parent.SpanID()).To(Equal(root.SpanContext.SpanID()))
@@ -146,7 +150,7 @@ func TestPlainApplyNoChangeAndPrune(t *testing.T) {
 	_, err := getCM(ctx, ns, "b")
 	Expect(apierrors.IsNotFound(err)).To(BeTrue())
 	mustCM(ctx, ns, "a")
-	Expect(inventoryKeys(ctx, ns, "web")).To(ConsistOf("ConfigMap/a"))
+	Expect(inventoryKeys(ctx, ns)).To(ConsistOf("ConfigMap/a"))
 }
 
 const kustomization = `resources: [cm.yaml]
@@ -169,7 +173,7 @@ data:
 func TestKustomizeAndHelmTargetsInOneEvent(t *testing.T) {
 	RegisterTestingT(t)
 	ctx := context.Background()
-	ns := newTenant(ctx, t)
+	ns := newTenant(ctx)
 	r := gitd.newRepo(t)
 	sha, changed := r.commit(map[string]*string{
 		"kust/kustomization.yaml": s(kustomization), "kust/cm.yaml": configMapYAML("cfg", "", "k"),
@@ -184,7 +188,11 @@ func TestKustomizeAndHelmTargetsInOneEvent(t *testing.T) {
 	Expect(mustCM(ctx, ns, "web-cfg").Data).To(HaveKeyWithValue("color", "blue"))
 	ts := traceSpans(eventID)
 	for _, n := range stageSpans {
-		Expect(named(ts, n)).To(HaveLen(2), "one %s span per source target", n)
+		want := 2
+		if n == "orderer" {
+			want = 4 // forward and reversed per source target
+		}
+		Expect(named(ts, n)).To(HaveLen(want), "%s spans for two source targets", n)
 	}
 }
 
@@ -218,7 +226,7 @@ spec:
 func TestCRDAndCRInOneCommit(t *testing.T) {
 	RegisterTestingT(t)
 	ctx := context.Background()
-	ns := newTenant(ctx, t, rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"},
+	ns := newTenant(ctx, rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"},
 		Resources: []string{"customresourcedefinitions"}})
 	r := gitd.newRepo(t)
 	// The custom resource sorts before the CRD by file name; the orderer puts the CRD first.
@@ -237,7 +245,7 @@ func TestCRDAndCRInOneCommit(t *testing.T) {
 func TestWebhookRejections(t *testing.T) {
 	RegisterTestingT(t)
 	ctx := context.Background()
-	ns := newTenant(ctx, t)
+	ns := newTenant(ctx)
 	r := gitd.newRepo(t)
 	sha, changed := r.commit(map[string]*string{"deploy/a.yaml": configMapYAML("a", "", "1")})
 	sourceTarget(ctx, ns, "web", r, "deploy", "")
@@ -285,7 +293,7 @@ func holdNext(ns string) (entered chan string, release chan struct{}) {
 func TestRacingPushesNewerLeaseWins(t *testing.T) {
 	RegisterTestingT(t)
 	ctx := context.Background()
-	ns := newTenant(ctx, t)
+	ns := newTenant(ctx)
 	r := gitd.newRepo(t)
 	sourceTarget(ctx, ns, "web", r, "deploy", "")
 	entered, release := holdNext(ns)

@@ -38,7 +38,7 @@ template:
 func TestReplayDeploysTheFailedEventsCommit(t *testing.T) {
 	RegisterTestingT(t)
 	ctx := context.Background()
-	ns := newTenant(ctx, t)
+	ns := newTenant(ctx)
 	r := gitd.newRepo(t)
 	sourceTarget(ctx, ns, "web", r, "deploy", "")
 	// The provisioner may not write PodTemplates yet, so event A fails.
@@ -49,7 +49,7 @@ func TestReplayDeploysTheFailedEventsCommit(t *testing.T) {
 	Expect(root.Status.Code).To(Equal(codes.Error))
 	Expect(named(traceSpans(eventA), "provisioner")[0].Status.Code).To(Equal(codes.Error))
 	Expect(mustCM(ctx, ns, "web").Annotations).To(HaveKeyWithValue(pipeline.AnnotationResult, "failed"))
-	Expect(inventoryKeys(ctx, ns, "web")).To(BeEmpty(), "no inventory after a failed apply")
+	Expect(inventoryKeys(ctx, ns)).To(BeEmpty(), "no inventory after a failed apply")
 
 	// The branch moves on without a webhook; then the permission is fixed.
 	shaB, _ := r.commit(map[string]*string{"deploy/a.yaml": configMapYAML("a", "", "B")})
@@ -106,7 +106,7 @@ func TestReplayDeploysTheFailedEventsCommit(t *testing.T) {
 func TestImpersonationDeniesWritesOutsideTheTenant(t *testing.T) {
 	RegisterTestingT(t)
 	ctx := context.Background()
-	ns := newTenant(ctx, t)
+	ns := newTenant(ctx)
 	victim := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns + "-victim"}}
 	Expect(env.Client.Create(ctx, victim)).To(Succeed())
 	r := gitd.newRepo(t)
@@ -120,13 +120,13 @@ func TestImpersonationDeniesWritesOutsideTheTenant(t *testing.T) {
 	_, err := getCM(ctx, victim.Name, "evil")
 	Expect(apierrors.IsNotFound(err)).To(BeTrue())
 	Expect(named(traceSpans(eventID), "pruner")).To(BeEmpty(), "no pruning after a failed apply")
-	Expect(inventoryKeys(ctx, ns, "web")).To(BeEmpty())
+	Expect(inventoryKeys(ctx, ns)).To(BeEmpty())
 }
 
 func TestRetrieveAndOffboarding(t *testing.T) {
 	RegisterTestingT(t)
 	ctx := context.Background()
-	ns := newTenant(ctx, t)
+	ns := newTenant(ctx)
 	r := gitd.newRepo(t)
 	sha, _ := r.commit(map[string]*string{"deploy/a.yaml": configMapYAML("a", "", "1")})
 	sourceTarget(ctx, ns, "web", r, "deploy", "")

@@ -172,6 +172,7 @@ func (a *applier) waitEstablished(ctx context.Context) error {
 			}
 			for _, c := range crd.Status.Conditions {
 				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+					meta.MaybeResetRESTMapper(a.clients.Mapper)
 					_, last = a.clients.Mapper.RESTMapping(
 						schemaGK(crd.Spec.Group, crd.Spec.Names.Kind), crd.Spec.Versions[0].Name)
 					return last == nil, nil

@@ -42,15 +42,15 @@ func must(b *testing.B, err error) {
 	}
 }
 
-func run(b *testing.B, dir string, name string, args ...string) string {
+func git(b *testing.B, dir string, args ...string) string {
 	b.Helper()
-	cmd := exec.Command(name, args...)
+	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=b", "GIT_AUTHOR_EMAIL=b@x", "GIT_COMMITTER_NAME=b",
 		"GIT_COMMITTER_EMAIL=b@x")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		b.Fatalf("%s %v: %v\n%s", name, args, err, out)
+		b.Fatalf("git %v: %v\n%s", args, err, out)
 	}
 	return strings.TrimSpace(string(out))
 }
@@ -132,9 +132,9 @@ func BenchmarkPipelineVsKubectl(b *testing.B) {
 	bare, work := filepath.Join(base, "srv", "bench.git"), filepath.Join(base, "work")
 	must(b, os.MkdirAll(bare, 0o755))
 	must(b, os.MkdirAll(filepath.Join(work, "deploy"), 0o755))
-	run(b, bare, "git", "init", "-q", "--bare", "-b", "main")
-	run(b, bare, "git", "config", "uploadpack.allowReachableSHA1InWant", "true")
-	run(b, work, "git", "init", "-q", "-b", "main")
+	git(b, bare, "init", "-q", "--bare", "-b", "main")
+	git(b, bare, "config", "uploadpack.allowReachableSHA1InWant", "true")
+	git(b, work, "init", "-q", "-b", "main")
 	files := make([]string, 0, manifests)
 	for i := range manifests {
 		name := fmt.Sprintf("deploy/cm-%04d.yaml", i)
@@ -143,10 +143,10 @@ func BenchmarkPipelineVsKubectl(b *testing.B) {
 			"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-%04d\ndata:\n  index: %q\n  payload: %q\n",
 			i, fmt.Sprint(i), strings.Repeat("x", 200))), 0o644))
 	}
-	run(b, work, "git", "add", "-A")
-	run(b, work, "git", "commit", "-q", "-m", "bench")
-	run(b, work, "git", "push", "-q", bare, "main")
-	sha := run(b, work, "git", "rev-parse", "HEAD")
+	git(b, work, "add", "-A")
+	git(b, work, "commit", "-q", "-m", "bench")
+	git(b, work, "push", "-q", bare, "main")
+	sha := git(b, work, "rev-parse", "HEAD")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	must(b, err)
 	port := l.Addr().(*net.TCPAddr).Port
@@ -225,9 +225,9 @@ func BenchmarkPipelineVsKubectl(b *testing.B) {
 		}
 
 		// A push that changes no manifest: same tree, new commit.
-		run(b, work, "git", "commit", "-q", "--allow-empty", "-m", "no change")
-		run(b, work, "git", "push", "-q", bare, "main")
-		sha2 := run(b, work, "git", "rev-parse", "HEAD")
+		git(b, work, "commit", "-q", "--allow-empty", "-m", "no change")
+		git(b, work, "push", "-q", bare, "main")
+		sha2 := git(b, work, "rev-parse", "HEAD")
 		start = time.Now()
 		deliver(b, p.WebhookURL(), ns, repoURL, sha2, []string{"deploy/cm-0000.yaml"})
 		waitDone(ctx, b, c, ns, sha2)
