@@ -95,6 +95,34 @@ type applier struct {
 	failures int
 	// EstablishTimeout bounds the wait for a CRD.
 	establishTimeout time.Duration
+	// mapper and platform resolve kinds; after new CRDs they are rebuilt so the new kinds resolve.
+	mapper   meta.RESTMapper
+	platform client.Client
+}
+
+// refresh rebuilds the mapper and the clients of this applier, so kinds of CRDs applied in this run resolve.
+func (a *applier) refresh() error {
+	hc, err := rest.HTTPClientFor(a.clients.Config)
+	if err != nil {
+		return err
+	}
+	m, err := apiutilMapper(a.clients.Config, hc)
+	if err != nil {
+		return err
+	}
+	p, err := client.New(a.clients.Config, client.Options{Scheme: a.clients.Scheme, Mapper: m, HTTPClient: hc})
+	if err != nil {
+		return err
+	}
+	cfg := rest.CopyConfig(a.clients.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + a.pc.Namespace + ":" + ServiceAccount,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + a.pc.Namespace, "system:authenticated"}}
+	as, err := client.New(cfg, client.Options{Scheme: a.clients.Scheme, Mapper: m})
+	if err != nil {
+		return err
+	}
+	a.mapper, a.platform, a.as = m, p, as
+	return nil
 }
 
 func (a *applier) result(u *unstructured.Unstructured, action string, err error) *katastromav1.ObjectResult {
@@ -114,7 +142,7 @@ func (a *applier) add(ctx context.Context, u *unstructured.Unstructured) *katast
 			return a.result(u, ActionFailed, err)
 		}
 	}
-	mapping, err := a.clients.Mapper.RESTMapping(u.GroupVersionKind().GroupKind(), u.GroupVersionKind().Version)
+	mapping, err := a.mapper.RESTMapping(u.GroupVersionKind().GroupKind(), u.GroupVersionKind().Version)
 	if err != nil {
 		return a.result(u, ActionFailed, fmt.Errorf("resolving %s: %w", u.GroupVersionKind(), err))
 	}
@@ -127,7 +155,7 @@ func (a *applier) add(ctx context.Context, u *unstructured.Unstructured) *katast
 	}
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(u.GroupVersionKind())
-	err = a.clients.Platform.Get(ctx, types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, live)
+	err = a.platform.Get(ctx, types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, live)
 	switch {
 	case err == nil && live.GetAnnotations()[pipeline.AnnotationHash] == u.GetAnnotations()[pipeline.AnnotationHash] &&
 		live.GetAnnotations()[pipeline.AnnotationHash] != "" && live.GetDeletionTimestamp() == nil:
@@ -172,10 +200,7 @@ func (a *applier) waitEstablished(ctx context.Context) error {
 			}
 			for _, c := range crd.Status.Conditions {
 				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-					meta.MaybeResetRESTMapper(a.clients.Mapper)
-					_, last = a.clients.Mapper.RESTMapping(
-						schemaGK(crd.Spec.Group, crd.Spec.Names.Kind), crd.Spec.Versions[0].Name)
-					return last == nil, nil
+					return true, nil
 				}
 			}
 			last = errors.New("not established yet")
@@ -186,5 +211,5 @@ func (a *applier) waitEstablished(ctx context.Context) error {
 		}
 	}
 	a.pending = nil
-	return nil
+	return a.refresh()
 }

@@ -53,7 +53,7 @@ func (s *Server) begin(ctx context.Context) (*applier, error) {
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	return &applier{clients: s.Clients, as: as, pc: pc}, nil
+	return &applier{clients: s.Clients, as: as, pc: pc, mapper: s.Clients.Mapper, platform: s.Clients.Platform}, nil
 }
 
 // record re-checks the lease and records the applied set as the inventory, moving whatever the previous
