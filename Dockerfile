@@ -18,11 +18,14 @@ COPY internal/ internal/
 # A static binary (CGO off) for the distroless image. GOARCH is left empty when TARGETARCH is unset (plain
 # `docker build`), so Go builds for the build host's architecture.
 RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -trimpath -ldflags "-s -w" -o manager ./cmd
+# The gitops pipeline stages (katastroma <stage>) ship in the same image.
+RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -trimpath -ldflags "-s -w" -o katastroma ./cmd/katastroma
 
 # distroless/static: no shell or package manager, only CA certificates and tzdata; `nonroot` runs as 65532.
 FROM gcr.io/distroless/static:nonroot
 WORKDIR /
 COPY --from=builder /workspace/manager .
+COPY --from=builder /workspace/katastroma .
 # Numeric, so Kubernetes can verify runAsNonRoot without resolving a user name.
 USER 65532:65532
 

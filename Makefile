@@ -27,6 +27,9 @@ CONTROLLER_TOOLS_VERSION := v0.23.0
 KUSTOMIZE_VERSION := v5.8.2
 OPERATOR_SDK_VERSION := v1.42.2
 GOLANGCI_LINT_VERSION := v2.15.0
+BUF_VERSION := v1.75.0
+PROTOC_GEN_GO_VERSION := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 PROMETHEUS_OPERATOR_VERSION := $(shell go list -m -f '{{.Version}}' github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring 2>/dev/null)
 MONITORING_CRDS_DIR := $(CACHE_DIR)/crds/prometheus-operator-$(PROMETHEUS_OPERATOR_VERSION)
 
@@ -36,6 +39,9 @@ OPERATOR_SDK := $(LOCALBIN)/operator-sdk-$(OPERATOR_SDK_VERSION)
 OPM_VERSION := v1.59.0
 OPM := $(LOCALBIN)/opm-$(OPM_VERSION)
 GOLANGCI_LINT := $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+BUF := $(LOCALBIN)/buf-$(BUF_VERSION)
+PROTOC_GEN_GO := $(LOCALBIN)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)
+PROTOC_GEN_GO_GRPC := $(LOCALBIN)/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION)
 KUBECTL := $(LOCALBIN)/k8s/kubectl
 
 export KUBEBUILDER_ASSETS := $(LOCALBIN)/k8s
@@ -56,6 +62,10 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhook configurations f
 generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./apis/..."
 
+.PHONY: protos
+protos: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) ## Generate Go code from proto/ (buf + protoc-gen-go + protoc-gen-go-grpc).
+	PATH="$(LOCALBIN)/protoc-plugins:$$PATH" $(BUF) generate
+
 .PHONY: fmt
 fmt: ## gofmt every Go file.
 	gofmt -s -w $$(git ls-files '*.go' ; git ls-files -o --exclude-standard '*.go')
@@ -74,10 +84,10 @@ tidy: ## go mod tidy for the module and the tool modules under hack/tools.
 	@for d in hack/tools/*/; do (cd $$d && go mod tidy); done
 
 .PHONY: regenerate
-regenerate: manifests generate fmt tidy bundle ## Everything that writes generated files.
+regenerate: manifests generate protos fmt tidy bundle ## Everything that writes generated files.
 
 .PHONY: verify
-verify: $(CONTROLLER_GEN) $(GOLANGCI_LINT) ## Regenerate, gofmt, tidy, vet and lint; fail if regeneration changed any file.
+verify: $(CONTROLLER_GEN) $(GOLANGCI_LINT) $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) ## Regenerate, gofmt, tidy, vet and lint; fail if regeneration changed any file.
 	hack/verify.sh $(MAKE) regenerate
 	$(MAKE) vet lint
 
@@ -187,7 +197,7 @@ catalog-push: ## Push the catalog image.
 ##@ Tools (built from Go modules into $(TOOLS_DIR), linked into bin/)
 
 .PHONY: tools
-tools: $(CONTROLLER_GEN) $(KUSTOMIZE) $(OPERATOR_SDK) $(OPM) $(GOLANGCI_LINT) ## Build every tool.
+tools: $(CONTROLLER_GEN) $(KUSTOMIZE) $(OPERATOR_SDK) $(OPM) $(GOLANGCI_LINT) $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) ## Build every tool.
 
 # go-install-tool builds $(2)@$(3) into the cache as $(1)-$(3) unless it is there, then links bin/$(1)-$(3) and
 # bin/$(1) to it.
@@ -221,6 +231,18 @@ $(KUSTOMIZE):
 
 $(GOLANGCI_LINT):
 	$(call go-install-tool,golangci-lint,github.com/golangci/golangci-lint/v2/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION))
+
+$(BUF):
+	$(call go-install-tool,buf,github.com/bufbuild/buf/cmd/buf,$(BUF_VERSION))
+
+# buf finds the plugins on PATH by their plain names, so they are also linked into bin/protoc-plugins.
+$(PROTOC_GEN_GO):
+	$(call go-install-tool,protoc-gen-go,google.golang.org/protobuf/cmd/protoc-gen-go,$(PROTOC_GEN_GO_VERSION))
+	@mkdir -p $(LOCALBIN)/protoc-plugins && ln -sf "$(TOOLS_DIR)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)" "$(LOCALBIN)/protoc-plugins/protoc-gen-go"
+
+$(PROTOC_GEN_GO_GRPC):
+	$(call go-install-tool,protoc-gen-go-grpc,google.golang.org/grpc/cmd/protoc-gen-go-grpc,$(PROTOC_GEN_GO_GRPC_VERSION))
+	@mkdir -p $(LOCALBIN)/protoc-plugins && ln -sf "$(TOOLS_DIR)/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION)" "$(LOCALBIN)/protoc-plugins/protoc-gen-go-grpc"
 
 # operator-sdk hides its version list from the module proxy, so it is built from a wrapper module that requires the
 # exact version; the openpgp tag avoids the gpgme C library.

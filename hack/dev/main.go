@@ -83,6 +83,12 @@ func run() error {
 	if err := collector.attach(ctx, env.Client); err != nil {
 		return err
 	}
+	gitopsInfo, stopGitops, err := startGitops(ctx, env, filepath.Join(root, ".dev", "gitops"))
+	if err != nil {
+		return err
+	}
+	defer stopGitops()
+	fmt.Print(gitopsInfo)
 	fmt.Printf(`
 make dev: the operator is running with every controller and webhook (%d samples applied).
 

@@ -1,0 +1,108 @@
+// Command katastroma runs the gitops pipeline stages: one stage per process (`katastroma <stage>`) or every stage
+// in one process wired over loopback gRPC (`katastroma all-in-one`).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/quartet-dev/quartet-operator/internal/gitops/runner"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/source"
+	"github.com/quartet-dev/quartet-operator/internal/operator"
+	"github.com/quartet-dev/quartet-operator/internal/telemetry"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+const usage = `usage: katastroma <stage|all-in-one> [flags]
+
+stages: source, renderer, orderer, labeler, provisioner, pruner
+all-in-one runs every stage in one process over loopback gRPC.
+`
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprint(os.Stderr, usage)
+		return errors.New("missing the stage")
+	}
+	mode := args[0]
+	fs := flag.NewFlagSet("katastroma "+mode, flag.ContinueOnError)
+	grpcAddr := fs.String("grpc-bind-address", ":50051", "Where the stage serves gRPC.")
+	httpAddr := fs.String("http-bind-address", ":8080", "Where the source handler serves POST /webhook/{namespace} and /healthz.")
+	next := fs.String("next", "", "Address of the next stage (source→renderer→orderer→labeler→provisioner→pruner).")
+	ordererAddr := fs.String("orderer", "", "Orderer address the pruner uses for deletion order (empty: in process).")
+	metricsAddr := fs.String("metrics-bind-address", ":9090", "Where Prometheus metrics are served; 0 disables.")
+	logLevel := fs.String("log-level", "info", "Log verbosity: debug, info, error, or a number.")
+	otlp := fs.String("otlp-endpoint", "", "OTLP/gRPC endpoint for traces; empty uses OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT.")
+	staleAfter := fs.Duration("lease-stale-after", 10*time.Minute, "How long an unreleased lease stays active.")
+	maxReplays := fs.Int("max-replay-attempts", 3, "How often one event may be replayed.")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	logger, err := telemetry.NewLogger(*logLevel, false)
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(logger)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	shutdownTracing, err := telemetry.SetupTracing(ctx, telemetry.TracingOptions{
+		Endpoint: *otlp, ServiceName: "katastroma-" + mode, Version: version})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = shutdownTracing(context.Background()) }()
+
+	o := runner.Options{GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr, Next: *next, OrdererAddr: *ordererAddr,
+		Scheme: operator.NewScheme(), Lease: source.LeaseConfig{StaleAfter: *staleAfter, MaxReplays: *maxReplays}}
+	if mode == "all-in-one" || mode == runner.Source || mode == runner.Provisioner || mode == runner.Pruner {
+		if o.Config, err = ctrl.GetConfig(); err != nil {
+			return fmt.Errorf("loading the kubeconfig: %w", err)
+		}
+	}
+	if *metricsAddr != "0" {
+		lis, err := net.Listen("tcp", *metricsAddr)
+		if err != nil {
+			return err
+		}
+		srv := &http.Server{Handler: promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{}),
+			ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(lis) }()
+		defer func() { _ = srv.Close() }()
+	}
+	if mode == "all-in-one" {
+		p, err := runner.StartAll(ctx, o)
+		if err != nil {
+			return err
+		}
+		logger.Info("pipeline running", "webhook", p.WebhookURL(), "source", p.Stages[runner.Source].GRPCAddr)
+		return p.Wait()
+	}
+	r, err := runner.Start(ctx, mode, o)
+	if err != nil {
+		return err
+	}
+	logger.Info("stage running", "stage", mode, "grpc", r.GRPCAddr, "http", r.HTTPAddr, "next", *next)
+	return r.Wait()
+}

@@ -1,0 +1,102 @@
+package labeler
+
+import (
+	"errors"
+	"io"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	katastromav1 "github.com/quartet-dev/quartet-operator/internal/gitops/gen/katastroma/v1"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/pipeline"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/stage"
+)
+
+// StageName names the labeler in spans and metrics.
+const StageName = "labeler"
+
+// Server is the stateless LabelerService. Next, when set, receives the labeled output of Label.
+type Server struct {
+	katastromav1.UnimplementedLabelerServiceServer
+	Next katastromav1.ProvisionerServiceClient
+}
+
+func label(pc pipeline.Context, m *katastromav1.Manifest) (*katastromav1.Manifest, error) {
+	u, err := pipeline.Decode(m)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := Label(u, pc); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return pipeline.Encode(u)
+}
+
+func tenantContext(stream grpc.ServerStream) (pipeline.Context, error) {
+	pc := pipeline.FromContext(stream.Context())
+	if pc.Tenant == "" || pc.Namespace == "" || pc.SourceTarget == "" {
+		return pc, status.Error(codes.FailedPrecondition, "baggage lacks the tenant, namespace or source target")
+	}
+	return pc, nil
+}
+
+// LabelStream labels each manifest as it arrives.
+func (s *Server) LabelStream(stream grpc.BidiStreamingServer[katastromav1.Manifest, katastromav1.Manifest]) (err error) {
+	_, span := stage.Start(stream.Context(), StageName)
+	defer func() { stage.End(span, err) }()
+	pc, err := tenantContext(stream)
+	if err != nil {
+		return err
+	}
+	for {
+		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		out, err := label(pc, m)
+		if err != nil {
+			return err
+		}
+		stage.CountObject(StageName, "labeled", 1)
+		if err := stream.Send(out); err != nil {
+			return err
+		}
+	}
+}
+
+// Label labels every manifest and forwards them to the provisioner (when Next is set).
+func (s *Server) Label(stream grpc.ClientStreamingServer[katastromav1.Manifest, katastromav1.StageSummary]) (err error) {
+	ctx, span := stage.Start(stream.Context(), StageName)
+	defer func() { stage.End(span, err) }()
+	pc, err := tenantContext(stream)
+	if err != nil {
+		return err
+	}
+	in, err := stage.RecvAll(stream)
+	if err != nil {
+		return err
+	}
+	if err := pipeline.CheckCount(ctx, len(in)); err != nil {
+		return status.Error(codes.DataLoss, err.Error())
+	}
+	out := make([]*katastromav1.Manifest, 0, len(in))
+	for _, m := range in {
+		l, err := label(pc, m)
+		if err != nil {
+			return err
+		}
+		out = append(out, l)
+	}
+	stage.CountObject(StageName, "labeled", len(out))
+	sum := &katastromav1.StageSummary{Stage: StageName, Objects: int32(len(out))}
+	if s.Next != nil {
+		if sum.Downstream, err = stage.Forward(ctx, s.Next.Provision, out); err != nil {
+			return err
+		}
+	}
+	return stream.SendAndClose(sum)
+}

@@ -1,0 +1,143 @@
+// Package pipeline holds what every gitops stage shares: the pipeline context carried as W3C baggage, the
+// katastroma.org label and annotation keys, and manifest decoding.
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"go.opentelemetry.io/otel/baggage"
+	"google.golang.org/grpc/metadata"
+)
+
+// Label, annotation and data keys of the katastroma.org prefix.
+const (
+	LabelType             = "katastroma.org/type"
+	TypeSourceTarget      = "source-target"
+	TypeInventory         = "inventory"
+	LabelTenant           = "katastroma.org/tenant"
+	LabelRepo             = "katastroma.org/repo"
+	LabelRef              = "katastroma.org/ref"
+	LabelPath             = "katastroma.org/path"
+	LabelSourceTarget     = "katastroma.org/source-target"
+	AnnotationRepo        = "katastroma.org/repo-url"
+	AnnotationRef         = "katastroma.org/ref"
+	AnnotationPath        = "katastroma.org/path"
+	AnnotationCommit      = "katastroma.org/commit"
+	AnnotationHash        = "katastroma.org/manifest-hash"
+	AnnotationCredentials = "katastroma.org/credential-secret"
+	AnnotationLeaseID     = "katastroma.org/lease-id"
+	AnnotationLeaseStart  = "katastroma.org/lease-started"
+	AnnotationReplayCount = "katastroma.org/lease-replay-count"
+	AnnotationEventID     = "katastroma.org/event-id"
+	AnnotationEventCommit = "katastroma.org/event-commit"
+	AnnotationPrevEvent   = "katastroma.org/previous-event-id"
+	AnnotationResult      = "katastroma.org/last-result"
+	AnnotationOffboard    = "katastroma.org/offboard"
+	FieldManager          = "katastroma"
+)
+
+// Metadata keys that travel next to the baggage.
+const (
+	// MDDirection selects the orderer direction: forward or reversed.
+	MDDirection = "direction"
+	// MDCount is the number of messages the sender streamed; receivers refuse a stream that ended short.
+	MDCount = "manifest-count"
+	// MDOverrides carries the source target's overrides (Helm values) to the renderer.
+	MDOverrides = "overrides-bin"
+)
+
+// Baggage member keys.
+const (
+	bTenant    = "katastroma.tenant"
+	bNamespace = "katastroma.namespace"
+	bTarget    = "katastroma.source_target"
+	bRepo      = "katastroma.repo_url"
+	bRef       = "katastroma.ref"
+	bPath      = "katastroma.path"
+	bCommit    = "katastroma.commit"
+	bLease     = "katastroma.lease_id"
+	bEvent     = "katastroma.event_id"
+	bOffboard  = "katastroma.offboard"
+)
+
+// Context is what every stage needs to know about the source target being processed.
+type Context struct {
+	Tenant, Namespace, SourceTarget string
+	RepoURL, Ref, Path, Commit      string
+	LeaseID, EventID                string
+	Offboard                        bool
+}
+
+// WithContext returns ctx carrying pc as W3C baggage members (merged into any baggage ctx already has).
+func WithContext(ctx context.Context, pc Context) (context.Context, error) {
+	b := baggage.FromContext(ctx)
+	for k, v := range map[string]string{
+		bTenant: pc.Tenant, bNamespace: pc.Namespace, bTarget: pc.SourceTarget, bRepo: pc.RepoURL, bRef: pc.Ref,
+		bPath: pc.Path, bCommit: pc.Commit, bLease: pc.LeaseID, bEvent: pc.EventID,
+		bOffboard: strconv.FormatBool(pc.Offboard),
+	} {
+		m, err := baggage.NewMemberRaw(k, v)
+		if err != nil {
+			return ctx, fmt.Errorf("baggage member %s: %w", k, err)
+		}
+		if b, err = b.SetMember(m); err != nil {
+			return ctx, fmt.Errorf("baggage member %s: %w", k, err)
+		}
+	}
+	return baggage.ContextWithBaggage(ctx, b), nil
+}
+
+// FromContext reads the pipeline context from ctx's baggage.
+func FromContext(ctx context.Context) Context {
+	b := baggage.FromContext(ctx)
+	get := func(k string) string { return b.Member(k).Value() }
+	return Context{
+		Tenant: get(bTenant), Namespace: get(bNamespace), SourceTarget: get(bTarget), RepoURL: get(bRepo),
+		Ref: get(bRef), Path: get(bPath), Commit: get(bCommit), LeaseID: get(bLease), EventID: get(bEvent),
+		Offboard: get(bOffboard) == "true",
+	}
+}
+
+// Validate reports a context a writing stage cannot act on.
+func (pc Context) Validate() error {
+	switch {
+	case pc.Namespace == "":
+		return fmt.Errorf("pipeline context has no namespace (baggage %s)", bNamespace)
+	case pc.SourceTarget == "":
+		return fmt.Errorf("pipeline context has no source target (baggage %s)", bTarget)
+	case pc.LeaseID == "":
+		return fmt.Errorf("pipeline context has no lease ID (baggage %s)", bLease)
+	}
+	return nil
+}
+
+// IncomingValue returns the first value of an incoming metadata key.
+func IncomingValue(ctx context.Context, key string) string {
+	if v := metadata.ValueFromIncomingContext(ctx, key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// WithCount returns ctx with the outgoing message count set.
+func WithCount(ctx context.Context, n int) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, MDCount, strconv.Itoa(n))
+}
+
+// CheckCount fails when the sender announced a count that differs from what arrived.
+func CheckCount(ctx context.Context, got int) error {
+	v := IncomingValue(ctx, MDCount)
+	if v == "" {
+		return nil
+	}
+	want, err := strconv.Atoi(v)
+	if err != nil {
+		return fmt.Errorf("metadata %s=%q is not a number", MDCount, v)
+	}
+	if want != got {
+		return fmt.Errorf("incomplete stream: %d of %d messages arrived", got, want)
+	}
+	return nil
+}

@@ -1,0 +1,230 @@
+// Package pruner deletes what a source target's inventory holds and the desired set lacks, in reversed order, as
+// the tenant's pruner ServiceAccount after a lease check, and serves that as the PrunerService stage.
+package pruner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.opentelemetry.io/otel/attribute"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	katastromav1 "github.com/quartet-dev/quartet-operator/internal/gitops/gen/katastroma/v1"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/inventory"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/labeler"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/orderer"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/pipeline"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/provisioner"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/stage"
+)
+
+// StageName names the pruner in spans and metrics.
+const StageName = "pruner"
+
+// ServiceAccount is the tenant ServiceAccount the pruner impersonates.
+const ServiceAccount = "pruner"
+
+// Server is the PrunerService. Orderer, when set, orders deletions (reversed); otherwise the same order is
+// computed in process.
+type Server struct {
+	katastromav1.UnimplementedPrunerServiceServer
+	Clients *provisioner.Clients
+	Orderer katastromav1.OrdererServiceClient
+}
+
+func (s *Server) reversed(ctx context.Context, refs []*katastromav1.ObjectRef) ([]*katastromav1.ObjectRef, error) {
+	objs := make([]*unstructured.Unstructured, 0, len(refs))
+	for _, r := range refs {
+		objs = append(objs, pipeline.RefObject(r))
+	}
+	if s.Orderer == nil {
+		orderer.Sort(objs, true)
+	} else {
+		msgs := make([]*katastromav1.Manifest, 0, len(objs))
+		for _, u := range objs {
+			m, err := pipeline.Encode(u)
+			if err != nil {
+				return nil, err
+			}
+			msgs = append(msgs, m)
+		}
+		stream, err := s.Orderer.OrderStream(metadata.AppendToOutgoingContext(pipeline.WithCount(ctx, len(msgs)),
+			pipeline.MDDirection, "reversed"))
+		if err != nil {
+			return nil, err
+		}
+		out, err := stage.Bidi(stream, msgs)
+		if err != nil {
+			return nil, fmt.Errorf("ordering deletions: %w", err)
+		}
+		objs = objs[:0]
+		for _, m := range out {
+			u, err := pipeline.Decode(m)
+			if err != nil {
+				return nil, err
+			}
+			objs = append(objs, u)
+		}
+	}
+	out := make([]*katastromav1.ObjectRef, 0, len(objs))
+	for _, u := range objs {
+		out = append(out, pipeline.Ref(u))
+	}
+	return out, nil
+}
+
+func lease(err error) error {
+	var lost *inventory.ErrLeaseLost
+	if errors.As(err, &lost) {
+		return status.Error(codes.Aborted, err.Error())
+	}
+	return status.Error(codes.Unavailable, err.Error())
+}
+
+// prune deletes the stale objects for the desired set and returns a result per candidate.
+func (s *Server) prune(ctx context.Context, desired []*katastromav1.ObjectRef) ([]*katastromav1.ObjectResult, error) {
+	pc := pipeline.FromContext(ctx)
+	if err := pc.Validate(); err != nil {
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
+	if err := pipeline.CheckCount(ctx, len(desired)); err != nil {
+		return nil, status.Error(codes.DataLoss, err.Error())
+	}
+	if len(desired) == 0 && !pc.Offboard {
+		return nil, status.Error(codes.FailedPrecondition,
+			"refusing to prune against an empty desired set without the offboarding flag")
+	}
+	if len(desired) > 0 && pc.Offboard {
+		return nil, status.Error(codes.InvalidArgument, "offboarding takes an empty desired set")
+	}
+	if err := inventory.CheckLease(ctx, s.Clients.Platform, pc.Namespace, pc.SourceTarget, pc.LeaseID); err != nil {
+		return nil, lease(err)
+	}
+	inv, cm, err := inventory.Read(ctx, s.Clients.Platform, pc.Namespace, pc.SourceTarget)
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	stale, err := s.reversed(ctx, inventory.Minus(append(inv.Objects, inv.Prune...), desired))
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	as, err := s.Clients.As(pc.Namespace, ServiceAccount)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	owner := labeler.LabelValue(pc.Namespace + "." + pc.SourceTarget)
+	var results []*katastromav1.ObjectResult
+	var left []*katastromav1.ObjectRef
+	for _, r := range stale {
+		action, err := s.deleteOne(ctx, as, r, owner)
+		res := &katastromav1.ObjectResult{Object: r, Action: action}
+		if err != nil {
+			res.Error = err.Error()
+			left = append(left, r)
+		}
+		results = append(results, res)
+	}
+	if err := inventory.CheckLease(ctx, s.Clients.Platform, pc.Namespace, pc.SourceTarget, pc.LeaseID); err != nil {
+		return results, lease(err)
+	}
+	switch {
+	case pc.Offboard && len(left) == 0 && cm != nil:
+		err = client.IgnoreNotFound(s.Clients.Platform.Delete(ctx, cm,
+			client.Preconditions{ResourceVersion: &cm.ResourceVersion}))
+	case cm != nil || len(left) > 0:
+		next := &inventory.Inventory{Commit: inv.Commit, Objects: desired, Prune: left}
+		if pc.Offboard {
+			next.Objects = nil
+		}
+		err = inventory.Write(ctx, s.Clients.Platform, pc.Namespace, pc.SourceTarget, cm, next)
+	}
+	if err != nil {
+		return results, status.Errorf(codes.Aborted, "recording the inventory: %v", err)
+	}
+	if len(left) > 0 {
+		return results, status.Errorf(codes.Aborted, "%d objects could not be pruned; first: %s", len(left),
+			results[len(results)-1].GetError())
+	}
+	return results, nil
+}
+
+// deleteOne deletes one object as the tenant's pruner, unless it is gone or no longer carries this source
+// target's label (someone else owns it now).
+func (s *Server) deleteOne(ctx context.Context, as client.Client, r *katastromav1.ObjectRef, owner string) (string, error) {
+	live := pipeline.RefObject(r)
+	err := s.Clients.Platform.Get(ctx, types.NamespacedName{Namespace: r.GetNamespace(), Name: r.GetName()}, live)
+	if apierrors.IsNotFound(err) {
+		return provisioner.ActionDeleted, nil
+	}
+	if err != nil {
+		if apierrors.IsNotFound(err) || isNoMatch(err) {
+			return provisioner.ActionDeleted, nil
+		}
+		return provisioner.ActionFailed, err
+	}
+	if live.GetLabels()[pipeline.LabelSourceTarget] != owner {
+		return provisioner.ActionSkipped, nil
+	}
+	policy := client.PropagationPolicy("Background")
+	if err := as.Delete(ctx, live, policy); err != nil && !apierrors.IsNotFound(err) {
+		return provisioner.ActionFailed, err
+	}
+	return provisioner.ActionDeleted, nil
+}
+
+func count(results []*katastromav1.ObjectResult) map[string]int {
+	m := map[string]int{}
+	for _, r := range results {
+		m[r.GetAction()]++
+	}
+	return m
+}
+
+// PruneStream receives the desired set until the client half-closes, prunes and streams a result per candidate.
+func (s *Server) PruneStream(stream grpc.BidiStreamingServer[katastromav1.ObjectRef, katastromav1.ObjectResult]) (err error) {
+	ctx, span := stage.Start(stream.Context(), StageName)
+	defer func() { stage.End(span, err) }()
+	desired, err := stage.RecvAll(stream)
+	if err != nil {
+		return err
+	}
+	results, perr := s.prune(ctx, desired)
+	for _, r := range results {
+		if err := stream.Send(r); err != nil {
+			return err
+		}
+	}
+	return perr
+}
+
+// Prune receives the desired set, prunes and answers with a summary.
+func (s *Server) Prune(stream grpc.ClientStreamingServer[katastromav1.ObjectRef, katastromav1.StageSummary]) (err error) {
+	ctx, span := stage.Start(stream.Context(), StageName)
+	defer func() { stage.End(span, err) }()
+	desired, err := stage.RecvAll(stream)
+	if err != nil {
+		return err
+	}
+	results, err := s.prune(ctx, desired)
+	c := count(results)
+	for a, n := range c {
+		stage.CountObject(StageName, a, n)
+	}
+	span.SetAttributes(attribute.Int("pruner.deleted", c[provisioner.ActionDeleted]))
+	if err != nil {
+		return err
+	}
+	return stream.SendAndClose(&katastromav1.StageSummary{Stage: StageName, Objects: int32(len(results)),
+		Results: results})
+}
+
+func isNoMatch(err error) bool { return meta.IsNoMatchError(err) }

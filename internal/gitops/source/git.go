@@ -1,0 +1,161 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
+	"github.com/go-git/go-git/v5/storage/memory"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/quartet-dev/quartet-operator/internal/gitops/pipeline"
+)
+
+// Credential Secret types (data key "type").
+const (
+	CredGitHubToken = "github-token"
+	CredBasicAuth   = "basic-auth"
+	CredSSHKey      = "ssh-key"
+)
+
+// AuthFromSecret builds git credentials from a credential Secret: github-token (token), basic-auth (username,
+// password) or ssh-key (private-key, and known-hosts to verify the server). GitHub App types are not supported yet.
+func AuthFromSecret(s *corev1.Secret) (transport.AuthMethod, error) {
+	d := s.Data
+	switch t := string(d["type"]); t {
+	case CredGitHubToken:
+		if len(d["token"]) == 0 {
+			return nil, fmt.Errorf("secret %s: type github-token needs data.token", s.Name)
+		}
+		return &githttp.BasicAuth{Username: "x-access-token", Password: string(d["token"])}, nil
+	case CredBasicAuth:
+		if len(d["username"]) == 0 || len(d["password"]) == 0 {
+			return nil, fmt.Errorf("secret %s: type basic-auth needs data.username and data.password", s.Name)
+		}
+		return &githttp.BasicAuth{Username: string(d["username"]), Password: string(d["password"])}, nil
+	case CredSSHKey:
+		if len(d["private-key"]) == 0 {
+			return nil, fmt.Errorf("secret %s: type ssh-key needs data.private-key", s.Name)
+		}
+		if len(d["known-hosts"]) == 0 {
+			return nil, fmt.Errorf("secret %s: type ssh-key needs data.known-hosts to verify the server", s.Name)
+		}
+		keys, err := gitssh.NewPublicKeys("git", d["private-key"], string(d["passphrase"]))
+		if err != nil {
+			return nil, fmt.Errorf("secret %s: private-key: %w", s.Name, err)
+		}
+		f, err := os.CreateTemp("", "katastroma-known-hosts-")
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = os.Remove(f.Name()) }()
+		if _, err := f.Write(d["known-hosts"]); err != nil {
+			_ = f.Close()
+			return nil, err
+		}
+		if err := f.Close(); err != nil {
+			return nil, err
+		}
+		if keys.HostKeyCallback, err = gitssh.NewKnownHostsCallback(f.Name()); err != nil {
+			return nil, fmt.Errorf("secret %s: known-hosts: %w", s.Name, err)
+		}
+		return keys, nil
+	case "github-app-tenant", "github-app-platform":
+		return nil, fmt.Errorf("secret %s: credential type %s is not supported yet", s.Name, t)
+	default:
+		return nil, fmt.Errorf("secret %s: unknown credential type %q (want github-token, basic-auth or ssh-key)", s.Name, t)
+	}
+}
+
+// authMethod is a git credential.
+type authMethod = transport.AuthMethod
+
+// ResolveRef returns the commit SHA a ref points to on the remote.
+func ResolveRef(ctx context.Context, url, ref string, auth transport.AuthMethod) (string, error) {
+	rem := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{url}})
+	refs, err := rem.ListContext(ctx, &git.ListOptions{Auth: auth})
+	if err != nil {
+		return "", fmt.Errorf("listing %s: %w", url, err)
+	}
+	want := NormalizeRef(ref)
+	for _, r := range refs {
+		if r.Name().String() == want {
+			return r.Hash().String(), nil
+		}
+	}
+	return "", fmt.Errorf("%s has no ref %s", url, want)
+}
+
+// FetchCommit fetches exactly one commit (depth 1) into memory. Servers that refuse a want for a bare SHA
+// (uploadpack.allowReachableSHA1InWant off) are asked for the ref instead, deep enough to reach the commit.
+func FetchCommit(ctx context.Context, url, ref, sha string, auth transport.AuthMethod) (*object.Commit, error) {
+	st := memory.NewStorage()
+	repo, err := git.InitWithOptions(st, nil, git.InitOptions{})
+	if err != nil {
+		return nil, err
+	}
+	rem, err := repo.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{url}})
+	if err != nil {
+		return nil, err
+	}
+	err = rem.FetchContext(ctx, &git.FetchOptions{Auth: auth, Depth: 1, Tags: git.NoTags,
+		RefSpecs: []config.RefSpec{config.RefSpec(sha + ":refs/katastroma/commit")}})
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		full := NormalizeRef(ref)
+		ferr := rem.FetchContext(ctx, &git.FetchOptions{Auth: auth, Tags: git.NoTags,
+			RefSpecs: []config.RefSpec{config.RefSpec("+" + full + ":refs/katastroma/ref")}})
+		if ferr != nil && !errors.Is(ferr, git.NoErrAlreadyUpToDate) {
+			return nil, fmt.Errorf("fetching %s at %s: %w (by ref: %w)", url, sha, err, ferr)
+		}
+	}
+	c, err := repo.CommitObject(plumbing.NewHash(sha))
+	if err != nil {
+		return nil, fmt.Errorf("commit %s is not on %s %s: %w", sha, url, ref, err)
+	}
+	return c, nil
+}
+
+// TarPath builds a tar of the subtree at dir of a commit, with paths relative to dir. A missing dir is an error.
+func TarPath(c *object.Commit, dir string) ([]byte, int, error) {
+	tree, err := c.Tree()
+	if err != nil {
+		return nil, 0, err
+	}
+	if dir = CleanPath(dir); dir != "" {
+		if tree, err = tree.Tree(dir); err != nil {
+			return nil, 0, fmt.Errorf("path %q at %s: %w", dir, c.Hash, err)
+		}
+	}
+	files := map[string][]byte{}
+	err = tree.Files().ForEach(func(f *object.File) error {
+		if !f.Mode.IsFile() {
+			return nil // symlinks and submodules are not rendered
+		}
+		r, err := f.Reader()
+		if err != nil {
+			return err
+		}
+		defer func() { _ = r.Close() }()
+		b, err := io.ReadAll(r)
+		if err != nil {
+			return err
+		}
+		files[strings.TrimPrefix(f.Name, "/")] = b
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	b, err := pipeline.TarFiles(files)
+	return b, len(files), err
+}

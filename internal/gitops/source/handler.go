@@ -1,0 +1,250 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/metadata"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	katastromav1 "github.com/quartet-dev/quartet-operator/internal/gitops/gen/katastroma/v1"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/inventory"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/pipeline"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/stage"
+)
+
+// StageName names the source handler in metrics.
+const StageName = "source"
+
+// Event types (span attribute event.type).
+const (
+	EventWebhook = "webhook"
+	EventManual  = "manual"
+	EventReplay  = "replay"
+)
+
+// Results recorded on the source target when its lease is released.
+const (
+	ResultSucceeded = "succeeded"
+	ResultFailed    = "failed"
+)
+
+// Handler processes source events: it matches, leases, clones and streams to the renderer. Events run
+// asynchronously; Wait drains them.
+type Handler struct {
+	// Client is the platform identity, uncached (lease updates need the current resourceVersion).
+	Client   client.Client
+	Renderer katastromav1.RendererServiceClient
+	Lease    LeaseConfig
+	// BeforeStream, when set, runs after the clone and before the lease check that precedes streaming (a test
+	// seam to hold a processor while a newer event takes the lease).
+	BeforeStream func(t Target, leaseID string)
+
+	// base is the context events run in: it outlives the request that started them.
+	base     context.Context
+	inflight sync.WaitGroup
+}
+
+// Start sets the context events run in; cancelling it aborts in-flight events.
+func (h *Handler) Start(ctx context.Context) { h.base = ctx }
+
+// Wait blocks until every in-flight event finished (graceful drain).
+func (h *Handler) Wait() { h.inflight.Wait() }
+
+func (h *Handler) baseCtx() context.Context {
+	if h.base == nil {
+		return context.Background()
+	}
+	return h.base
+}
+
+func tracer() trace.Tracer { return otel.Tracer(stage.TracerName) }
+
+// TargetFromConfigMap reads a source target ConfigMap.
+func TargetFromConfigMap(cm *corev1.ConfigMap) (Target, error) {
+	t := Target{Namespace: cm.Namespace, Name: cm.Name, RepoURL: cm.Data["repo-url"], Ref: cm.Data["ref"],
+		Path: cm.Data["path"], Overrides: cm.Data["overrides"],
+		CredentialSecret: cm.Annotations[pipeline.AnnotationCredentials],
+		Offboard:         cm.Annotations[pipeline.AnnotationOffboard] == "true",
+		LeaseID:          cm.Annotations[pipeline.AnnotationLeaseID]}
+	var missing []string
+	for k, v := range map[string]string{"repo-url": t.RepoURL, "ref": t.Ref, "path": t.Path} {
+		if v == "" {
+			missing = append(missing, k)
+		}
+	}
+	if _, ok := cm.Data["path"]; ok && len(missing) == 1 && missing[0] == "path" {
+		missing = nil // an explicitly empty path is the repository root
+	}
+	if len(missing) > 0 {
+		return t, fmt.Errorf("source target %s/%s lacks data %s", cm.Namespace, cm.Name, strings.Join(missing, ", "))
+	}
+	return t, nil
+}
+
+// Targets lists the source targets of a namespace.
+func (h *Handler) Targets(ctx context.Context, namespace string) ([]corev1.ConfigMap, error) {
+	var l corev1.ConfigMapList
+	if err := h.Client.List(ctx, &l, client.InNamespace(namespace),
+		client.MatchingLabels{pipeline.LabelType: pipeline.TypeSourceTarget}); err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+// Tenant is the namespace's katastroma.org/tenant label, or the namespace name.
+func (h *Handler) Tenant(ctx context.Context, namespace string) string {
+	ns := &corev1.Namespace{}
+	if err := h.Client.Get(ctx, types.NamespacedName{Name: namespace}, ns); err == nil {
+		if t := ns.Labels[pipeline.LabelTenant]; t != "" {
+			return t
+		}
+	}
+	return namespace
+}
+
+// job is one source target of an event, with its span started and its lease taken.
+type job struct {
+	target  Target
+	commit  string
+	ctx     context.Context
+	span    trace.Span
+	leaseID string
+}
+
+// startEvent opens the root span of an event.
+func startEvent(kind, tenant string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	attrs = append(attrs, attribute.String("event.type", kind), attribute.String("tenant", tenant))
+	return tracer().Start(context.Background(), "event", trace.WithNewRoot(), trace.WithAttributes(attrs...))
+}
+
+// startTarget opens the source_target span; its span ID is the lease ID.
+func startTarget(ctx context.Context, t Target) (context.Context, trace.Span, string) {
+	ctx, span := tracer().Start(ctx, "source_target", trace.WithAttributes(
+		attribute.String("source_target.name", t.Namespace+"/"+t.Name),
+		attribute.String("source_target.repo_url", t.RepoURL), attribute.String("source_target.ref", t.Ref),
+		attribute.String("source_target.path", t.Path)))
+	return ctx, span, span.SpanContext().SpanID().String()
+}
+
+// newJob starts a target span and takes the lease for a new event (webhook or manual).
+func (h *Handler) newJob(ctx context.Context, t Target, commit string) (*job, error) {
+	ctx, span, leaseID := startTarget(ctx, t)
+	eventID := span.SpanContext().TraceID().String()
+	key := types.NamespacedName{Namespace: t.Namespace, Name: t.Name}
+	if err := AcquireNew(ctx, h.Client, key, leaseID, eventID, commit); err != nil {
+		err = fmt.Errorf("taking the lease: %w", err)
+		stage.End(span, err)
+		return nil, err
+	}
+	span.SetAttributes(attribute.String("lease.id", leaseID), attribute.String("commit", commit))
+	return &job{target: t, commit: commit, ctx: ctx, span: span, leaseID: leaseID}, nil
+}
+
+// runEvent processes the jobs of an event concurrently and ends the event span (ERROR if any target failed).
+func (h *Handler) runEvent(span trace.Span, jobs []*job, preErr error) {
+	errs := []error{preErr}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Go(func() {
+			if err := h.process(j); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("%s/%s: %w", j.target.Namespace, j.target.Name, err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	stage.End(span, errors.Join(errs...))
+}
+
+// process clones the job's commit, re-checks the lease and streams the subtree through the pipeline, then
+// releases the lease with the result.
+func (h *Handler) process(j *job) (err error) {
+	ctx, t := j.ctx, j.target
+	key := types.NamespacedName{Namespace: t.Namespace, Name: t.Name}
+	result := ResultFailed
+	defer func() {
+		if errors.Is(err, errAbandoned) {
+			j.span.SetAttributes(attribute.Bool("abandoned", true))
+			j.span.End()
+			err = nil
+			return
+		}
+		if err == nil {
+			result = ResultSucceeded
+		}
+		if rerr := Release(context.WithoutCancel(ctx), h.Client, key, j.leaseID, result); rerr != nil && err == nil {
+			err = fmt.Errorf("releasing the lease: %w", rerr)
+		}
+		stage.End(j.span, err)
+	}()
+	var chunks []*katastromav1.Chunk
+	if !t.Offboard {
+		auth, err := h.auth(ctx, t)
+		if err != nil {
+			return err
+		}
+		commit, err := FetchCommit(ctx, t.RepoURL, t.Ref, j.commit, auth)
+		if err != nil {
+			return err
+		}
+		tarball, n, err := TarPath(commit, t.Path)
+		if err != nil {
+			return err
+		}
+		chunks = pipeline.Chunks(tarball)
+		j.span.SetAttributes(attribute.Int("source.files", n), attribute.Int("source.tar_bytes", len(tarball)))
+	}
+	if h.BeforeStream != nil {
+		h.BeforeStream(t, j.leaseID)
+	}
+	if err := inventory.CheckLease(ctx, h.Client, t.Namespace, t.Name, j.leaseID); err != nil {
+		var lost *inventory.ErrLeaseLost
+		if errors.As(err, &lost) {
+			return errAbandoned
+		}
+		return err
+	}
+	pc := pipeline.Context{Tenant: h.Tenant(ctx, t.Namespace), Namespace: t.Namespace, SourceTarget: t.Name,
+		RepoURL: t.RepoURL, Ref: t.Ref, Path: CleanPath(t.Path), Commit: j.commit, LeaseID: j.leaseID,
+		EventID: j.span.SpanContext().TraceID().String(), Offboard: t.Offboard}
+	sctx, err := pipeline.WithContext(ctx, pc)
+	if err != nil {
+		return err
+	}
+	if t.Overrides != "" {
+		sctx = metadata.AppendToOutgoingContext(sctx, pipeline.MDOverrides, t.Overrides)
+	}
+	sum, err := stage.Forward(sctx, h.Renderer.Render, chunks)
+	if err != nil {
+		return fmt.Errorf("pipeline: %w", err)
+	}
+	stage.CountObject(StageName, "targets", 1)
+	j.span.SetAttributes(attribute.Int("rendered", int(sum.GetObjects())))
+	return nil
+}
+
+func (h *Handler) auth(ctx context.Context, t Target) (authMethod, error) {
+	if t.CredentialSecret == "" {
+		return nil, nil
+	}
+	s := &corev1.Secret{}
+	if err := h.Client.Get(ctx, types.NamespacedName{Namespace: t.Namespace, Name: t.CredentialSecret}, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("credential secret %s/%s does not exist", t.Namespace, t.CredentialSecret)
+		}
+		return nil, err
+	}
+	return AuthFromSecret(s)
+}

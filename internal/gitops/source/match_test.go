@@ -1,0 +1,85 @@
+package source
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+)
+
+func TestNormalizeRepoURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://github.com/Org/Repo.git":           "github.com/org/repo",
+		"https://github.com/org/repo":               "github.com/org/repo",
+		"https://github.com/org/repo/":              "github.com/org/repo",
+		"https://token@github.com:443/org/repo.git": "github.com/org/repo",
+		"git@github.com:org/repo.git":               "github.com/org/repo",
+		"ssh://git@github.com/org/repo.git":         "github.com/org/repo",
+		"git://github.com/org/repo":                 "github.com/org/repo",
+		"github.com/org/repo":                       "github.com/org/repo",
+		"http://127.0.0.1:9418/repo.git":            "127.0.0.1/repo",
+	} {
+		t.Run(in, func(t *testing.T) {
+			NewWithT(t).Expect(NormalizeRepoURL(in)).To(Equal(want))
+		})
+	}
+}
+
+func TestUnderPath(t *testing.T) {
+	for _, tc := range []struct {
+		dir, file string
+		want      bool
+	}{
+		{"deploy", "deploy/a.yaml", true},
+		{"deploy", "deploy/x/b.yaml", true},
+		{"deploy/", "deploy/a.yaml", true},
+		{"/deploy", "deploy/a.yaml", true},
+		{"deploy", "deploy2/a.yaml", false},
+		{"deploy", "other/deploy/a.yaml", false},
+		{"deploy/prod", "deploy/production/a.yaml", false},
+		{"", "anything.yaml", true},
+		{".", "a/b.yaml", true},
+		{"/", "a/b.yaml", true},
+	} {
+		t.Run(tc.dir+"|"+tc.file, func(t *testing.T) {
+			NewWithT(t).Expect(UnderPath(tc.dir, tc.file)).To(Equal(tc.want))
+		})
+	}
+}
+
+func TestMatches(t *testing.T) {
+	target := Target{RepoURL: "git@github.com:org/repo.git", Ref: "main", Path: "deploy"}
+	push := Push{Ref: "refs/heads/main", RepoURLs: []string{"https://github.com/org/repo.git"},
+		Files: []string{"README.md", "deploy/a.yaml"}}
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Target, *Push)
+		want   bool
+	}{
+		{"match across URL forms and short ref", func(*Target, *Push) {}, true},
+		{"other ref", func(_ *Target, p *Push) { p.Ref = "refs/heads/dev" }, false},
+		{"full ref in the target", func(t *Target, _ *Push) { t.Ref = "refs/heads/main" }, true},
+		{"other repo", func(_ *Target, p *Push) { p.RepoURLs = []string{"https://github.com/org/other"} }, false},
+		{"no file under the path", func(_ *Target, p *Push) { p.Files = []string{"deploy2/a.yaml"} }, false},
+		{"root path matches any file", func(t *Target, p *Push) { t.Path = ""; p.Files = []string{"x"} }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tg, p := target, push
+			tc.mutate(&tg, &p)
+			NewWithT(t).Expect(tg.Matches(p)).To(Equal(tc.want))
+		})
+	}
+}
+
+func FuzzNormalizeRepoURL(f *testing.F) {
+	for _, s := range []string{"https://github.com/org/repo.git", "git@github.com:org/repo", "::", "a@b:c", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n := NormalizeRepoURL(s)
+		if NormalizeRepoURL(n) != n && n != "" {
+			// Normalising is idempotent for every form it understands.
+			t.Logf("not idempotent: %q → %q → %q", s, n, NormalizeRepoURL(n))
+		}
+		_ = UnderPath(s, s)
+	})
+}

@@ -1,0 +1,117 @@
+package source
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+
+	"go.opentelemetry.io/otel/attribute"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// Webhook Secret: in the namespace of the URL, holding the shared HMAC secret.
+const (
+	WebhookSecretName = "github-webhook-secret"
+	WebhookSecretKey  = "webhook-secret"
+	maxBody           = 25 << 20 // GitHub caps payloads at 25 MB
+)
+
+func reply(w http.ResponseWriter, code int, v map[string]any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Mux serves POST /webhook/{namespace} and GET /healthz.
+func (h *Handler) Mux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /webhook/{namespace}", h.ServeWebhook)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	return mux
+}
+
+// ServeWebhook handles a GitHub push: 404 without the namespace's webhook Secret, 401 on a bad signature, 400 on
+// an unparsable payload, 200 for events it ignores (not a push, a deleted branch, no matching source target) and
+// 202 with the event ID once the matching targets are leased asynchronously.
+func (h *Handler) ServeWebhook(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	log := logf.FromContext(ctx).WithName("webhook")
+	ns := r.PathValue("namespace")
+	secret := &corev1.Secret{}
+	if err := h.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: WebhookSecretName}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			reply(w, http.StatusNotFound, map[string]any{"error": "no webhook secret in namespace " + ns})
+			return
+		}
+		log.Error(err, "reading the webhook secret", "namespace", ns)
+		reply(w, http.StatusInternalServerError, map[string]any{"error": "reading the webhook secret"})
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	if err != nil {
+		reply(w, http.StatusBadRequest, map[string]any{"error": "reading the body"})
+		return
+	}
+	if !VerifySignature(secret.Data[WebhookSecretKey], body, r.Header.Get("X-Hub-Signature-256")) {
+		reply(w, http.StatusUnauthorized, map[string]any{"error": "signature mismatch"})
+		return
+	}
+	if ev := r.Header.Get("X-GitHub-Event"); ev != "push" {
+		reply(w, http.StatusOK, map[string]any{"status": "ignored", "reason": "event " + ev + " is not a push"})
+		return
+	}
+	push, err := ParsePush(body)
+	if err != nil {
+		reply(w, http.StatusBadRequest, map[string]any{"error": err.Error()})
+		return
+	}
+	if push.Deleted {
+		reply(w, http.StatusOK, map[string]any{"status": "ignored", "reason": "branch deleted"})
+		return
+	}
+	cms, err := h.Targets(ctx, ns)
+	if err != nil {
+		log.Error(err, "listing source targets", "namespace", ns)
+		reply(w, http.StatusInternalServerError, map[string]any{"error": "listing source targets"})
+		return
+	}
+	var targets []Target
+	for i := range cms {
+		t, err := TargetFromConfigMap(&cms[i])
+		if err != nil {
+			log.Info("skipping an invalid source target", "error", err.Error())
+			continue
+		}
+		if t.Matches(push) {
+			targets = append(targets, t)
+		}
+	}
+	if len(targets) == 0 {
+		reply(w, http.StatusOK, map[string]any{"status": "ignored", "reason": "no source target matches"})
+		return
+	}
+	ectx, span := startEvent(EventWebhook, h.Tenant(ctx, ns),
+		attribute.String("github.delivery_id", r.Header.Get("X-GitHub-Delivery")),
+		attribute.String("github.head_commit", push.After))
+	eventID := span.SpanContext().TraceID().String()
+	h.inflight.Add(1)
+	go func() {
+		defer h.inflight.Done()
+		ectx := contextWith(h.baseCtx(), ectx)
+		var jobs []*job
+		var errs []error
+		for _, t := range targets {
+			j, err := h.newJob(ectx, t, push.After)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			jobs = append(jobs, j)
+		}
+		h.runEvent(span, jobs, joinErrs(errs))
+	}()
+	reply(w, http.StatusAccepted, map[string]any{"event_id": eventID, "source_targets": len(targets)})
+}

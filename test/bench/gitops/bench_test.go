@@ -1,0 +1,257 @@
+// Package gitops benchmarks the katastroma pipeline end to end (signed webhook → objects applied) against
+// `kubectl apply --server-side` of the same rendered manifests, in the same run on the same control plane.
+package gitops
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/quartet-dev/quartet-operator/internal/gitops/labeler"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/pipeline"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/renderer"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/runner"
+	"github.com/quartet-dev/quartet-operator/internal/operator"
+	"github.com/quartet-dev/quartet-operator/internal/testenv"
+)
+
+const manifests = 1000
+
+func must(b *testing.B, err error) {
+	b.Helper()
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+func git(b *testing.B, dir string, args ...string) string {
+	b.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=b", "GIT_AUTHOR_EMAIL=b@x", "GIT_COMMITTER_NAME=b",
+		"GIT_COMMITTER_EMAIL=b@x")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		b.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func tenant(ctx context.Context, b *testing.B, c client.Client, ns string) {
+	objs := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "github-webhook-secret"},
+			StringData: map[string]string{"webhook-secret": "bench"}},
+	}
+	for sa, verbs := range map[string][]string{"provisioner": {"create", "patch"}, "pruner": {"delete"}} {
+		objs = append(objs, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}},
+			&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}, Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: verbs}}},
+			&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa},
+				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: sa},
+				Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}}})
+	}
+	for _, o := range objs {
+		must(b, c.Create(ctx, o))
+	}
+}
+
+func deliver(b *testing.B, url, ns, repoURL, sha string, files []string) {
+	body, err := json.Marshal(map[string]any{"ref": "refs/heads/main", "after": sha,
+		"repository": map[string]any{"clone_url": repoURL},
+		"commits":    []map[string]any{{"added": files}}})
+	must(b, err)
+	m := hmac.New(sha256.New, []byte("bench"))
+	m.Write(body)
+	req, err := http.NewRequest(http.MethodPost, url+"/webhook/"+ns, bytes.NewReader(body))
+	must(b, err)
+	req.Header.Set("X-GitHub-Event", "push")
+	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(m.Sum(nil)))
+	resp, err := http.DefaultClient.Do(req)
+	must(b, err)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		b.Fatalf("webhook answered %d", resp.StatusCode)
+	}
+}
+
+// waitDone waits until the source target recorded a result for the event of commit sha.
+func waitDone(ctx context.Context, b *testing.B, c client.Client, ns, sha string) {
+	deadline := time.Now().Add(10 * time.Minute)
+	for time.Now().Before(deadline) {
+		cm := &corev1.ConfigMap{}
+		must(b, c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "bench"}, cm))
+		if cm.Annotations[pipeline.AnnotationEventCommit] == sha && cm.Annotations[pipeline.AnnotationResult] != "" {
+			if r := cm.Annotations[pipeline.AnnotationResult]; r != "succeeded" {
+				b.Fatalf("event for %s ended %s", sha, r)
+			}
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.Fatalf("event for %s did not finish", sha)
+}
+
+func resourceVersions(ctx context.Context, b *testing.B, c client.Client, ns string) map[string]string {
+	var l corev1.ConfigMapList
+	must(b, c.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{pipeline.LabelSourceTarget: ns + ".bench"}))
+	out := map[string]string{}
+	for _, cm := range l.Items {
+		out[cm.Name] = cm.ResourceVersion
+	}
+	return out
+}
+
+func BenchmarkPipelineVsKubectl(b *testing.B) {
+	ctx := context.Background()
+	env, err := testenv.Start(testenv.Options{})
+	must(b, err)
+	defer func() { _ = env.Stop() }()
+	c := env.Client
+
+	// A repository of 1,000 ConfigMaps served by git daemon.
+	base := b.TempDir()
+	bare, work := filepath.Join(base, "srv", "bench.git"), filepath.Join(base, "work")
+	must(b, os.MkdirAll(bare, 0o755))
+	must(b, os.MkdirAll(filepath.Join(work, "deploy"), 0o755))
+	git(b, bare, "init", "-q", "--bare", "-b", "main")
+	git(b, bare, "config", "uploadpack.allowReachableSHA1InWant", "true")
+	git(b, work, "init", "-q", "-b", "main")
+	files := make([]string, 0, manifests)
+	for i := range manifests {
+		name := fmt.Sprintf("deploy/cm-%04d.yaml", i)
+		files = append(files, name)
+		must(b, os.WriteFile(filepath.Join(work, name), []byte(fmt.Sprintf(
+			"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-%04d\ndata:\n  index: %q\n  payload: %q\n",
+			i, fmt.Sprint(i), strings.Repeat("x", 200))), 0o644))
+	}
+	git(b, work, "add", "-A")
+	git(b, work, "commit", "-q", "-m", "bench")
+	git(b, work, "push", "-q", bare, "main")
+	sha := git(b, work, "rev-parse", "HEAD")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(b, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	daemon := exec.Command("git", "daemon", "--export-all", "--reuseaddr", "--listen=127.0.0.1",
+		fmt.Sprintf("--port=%d", port), "--base-path="+filepath.Join(base, "srv"), filepath.Join(base, "srv"))
+	must(b, daemon.Start())
+	defer func() { _ = daemon.Process.Kill(); _ = daemon.Wait() }()
+	repoURL := fmt.Sprintf("git://127.0.0.1:%d/bench.git", port)
+	for i := 0; ; i++ {
+		if conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			_ = conn.Close()
+			break
+		}
+		if i > 200 {
+			b.Fatal("git daemon did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p, err := runner.StartAll(pctx, runner.Options{HTTPAddr: "127.0.0.1:0", Config: env.Config,
+		Scheme: operator.NewScheme()})
+	must(b, err)
+
+	// Baseline input: the same manifests rendered and labelled as the pipeline does, applied by kubectl.
+	fileSet := map[string][]byte{}
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join(work, f))
+		must(b, err)
+		fileSet[strings.TrimPrefix(f, "deploy/")] = data
+	}
+	objs, _, err := renderer.Render(fileSet, renderer.Input{})
+	must(b, err)
+	var rendered bytes.Buffer
+	for _, u := range objs {
+		must(b, labeler.Label(u, pipeline.Context{Tenant: "kubectl", Namespace: "kubectl", SourceTarget: "bench",
+			RepoURL: repoURL, Ref: "main", Path: "deploy", Commit: sha}))
+		y, err := pipeline.MarshalYAML(u)
+		must(b, err)
+		rendered.WriteString("---\n")
+		rendered.Write(y)
+	}
+	manifestFile := filepath.Join(base, "rendered.yaml")
+	must(b, os.WriteFile(manifestFile, rendered.Bytes(), 0o644))
+	kubeconfig, err := env.AddAdminKubeconfig("bench")
+	must(b, err)
+	kubeconfigFile := filepath.Join(base, "kubeconfig")
+	must(b, os.WriteFile(kubeconfigFile, kubeconfig, 0o600))
+	kubectl := filepath.Join(testenv.RepoRoot(), "bin", "k8s", "kubectl")
+
+	for i := 0; i < b.N; i++ {
+		ns, kns := fmt.Sprintf("bench-%d", i), fmt.Sprintf("kubectl-%d", i)
+		tenant(ctx, b, c, ns)
+		must(b, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kns}}))
+		must(b, c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bench",
+			Labels: map[string]string{pipeline.LabelType: pipeline.TypeSourceTarget}},
+			Data: map[string]string{"repo-url": repoURL, "ref": "main", "path": "deploy"}}))
+
+		start := time.Now()
+		cmd := exec.Command(kubectl, "--kubeconfig", kubeconfigFile, "apply", "--server-side",
+			"--field-manager", "bench", "-n", kns, "-f", manifestFile)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("kubectl: %v\n%s", err, out)
+		}
+		kubectlTime := time.Since(start)
+
+		start = time.Now()
+		deliver(b, p.WebhookURL(), ns, repoURL, sha, files)
+		waitDone(ctx, b, c, ns, sha)
+		pipelineTime := time.Since(start)
+		before := resourceVersions(ctx, b, c, ns)
+		if len(before) != manifests {
+			b.Fatalf("pipeline applied %d objects, want %d", len(before), manifests)
+		}
+
+		// A push that changes no manifest: same tree, new commit.
+		git(b, work, "commit", "-q", "--allow-empty", "-m", "no change")
+		git(b, work, "push", "-q", bare, "main")
+		sha2 := git(b, work, "rev-parse", "HEAD")
+		start = time.Now()
+		deliver(b, p.WebhookURL(), ns, repoURL, sha2, []string{"deploy/cm-0000.yaml"})
+		waitDone(ctx, b, c, ns, sha2)
+		noChangeTime := time.Since(start)
+		after := resourceVersions(ctx, b, c, ns)
+		written := 0
+		for k, v := range after {
+			if before[k] != v {
+				written++
+			}
+		}
+		if written != 0 {
+			b.Fatalf("a no-change push wrote %d objects", written)
+		}
+		b.ReportMetric(pipelineTime.Seconds(), "pipeline-s")
+		b.ReportMetric(kubectlTime.Seconds(), "kubectl-s")
+		b.ReportMetric(pipelineTime.Seconds()/kubectlTime.Seconds(), "ratio")
+		fmt.Printf("\n| %d manifests | time | ratio vs kubectl |\n|---|---|---|\n", manifests)
+		fmt.Printf("| kubectl apply --server-side (baseline) | %s | 1.00× |\n", kubectlTime.Round(time.Millisecond))
+		fmt.Printf("| pipeline: webhook → applied | %s | %.2f× |\n", pipelineTime.Round(time.Millisecond),
+			pipelineTime.Seconds()/kubectlTime.Seconds())
+		fmt.Printf("| pipeline: no-change push (%d objects written) | %s | %.2f× |\n", written,
+			noChangeTime.Round(time.Millisecond), noChangeTime.Seconds()/kubectlTime.Seconds())
+		// Run the next iteration on a fresh commit.
+		sha = sha2
+	}
+}
