@@ -140,7 +140,7 @@ type CollectorStatus struct {
 // +kubebuilder:printcolumn:name="Registered",type=boolean,JSONPath=`.status.registered`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +operator-sdk:csv:customresourcedefinitions:displayName="Fleet Collector"
+// +operator-sdk:csv:customresourcedefinitions:displayName="Fleet Collector",resources={{Secret,v1,""},{Event,v1,""}}
 type Collector struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

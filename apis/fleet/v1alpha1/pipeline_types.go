@@ -185,7 +185,7 @@ type PipelineStatus struct {
 // +kubebuilder:printcolumn:name="Fleet ID",type=string,JSONPath=`.status.id`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +operator-sdk:csv:customresourcedefinitions:displayName="Fleet Pipeline"
+// +operator-sdk:csv:customresourcedefinitions:displayName="Fleet Pipeline",resources={{Secret,v1,""},{Event,v1,""}}
 type Pipeline struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
