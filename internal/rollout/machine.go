@@ -243,7 +243,7 @@ func (d *decider) setWeight(w int32) {
 func (d *decider) pause(p time.Duration) {
 	st, obs := d.st(), d.obs
 	if st.PauseStartedAt.IsZero() {
-		st.PauseStartedAt = obs.Now
+		st.PauseStartedAt = stamp(obs.Now)
 		d.wait(p)
 		return
 	}
@@ -259,9 +259,9 @@ func (d *decider) pause(p time.Duration) {
 		return
 	case Unreachable:
 		if st.PromUnreachableSince.IsZero() {
-			st.PromUnreachableSince = obs.Now
+			st.PromUnreachableSince = stamp(obs.Now)
 		}
-		down := obs.Now.Sub(st.PromUnreachableSince)
+		down := max(obs.Now.Sub(st.PromUnreachableSince), 0)
 		if down >= d.spec.FailsafeTimeout {
 			d.rollback(ReasonPrometheusDown, true, "Prometheus unreachable for %s (fail-safe timeout %s): %s",
 				FormatDuration(down.Truncate(time.Second)), FormatDuration(d.spec.FailsafeTimeout), a.Err)
@@ -414,6 +414,17 @@ func (d *decider) finish(reason, msg string) {
 	*st = Status{Phase: st.Phase, StableVersion: st.StableVersion, AbortedVersion: st.AbortedVersion,
 		AbortLatched: st.AbortLatched, Conditions: st.Conditions}
 	d.out.RequeueAfter = 0
+}
+
+// stamp rounds a timestamp the state machine persists UP to a whole second. The API server stores metav1.Time at
+// second precision; truncation would start a pause or the fail-safe timer up to a second early (a rollback
+// before the timeout), while rounding up makes the stored value exactly the one this decision used, so a
+// restarted manager computes the same windows and deadlines.
+func stamp(t time.Time) time.Time {
+	if r := t.Truncate(time.Second); !r.Equal(t) {
+		return r.Add(time.Second)
+	}
+	return t
 }
 
 // Verdict is the judgement of one analysis against the thresholds.

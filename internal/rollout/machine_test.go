@@ -347,3 +347,25 @@ func TestDecidePause(t *testing.T) {
 }
 
 func posInf() float64 { return math.Inf(1) }
+
+// Timestamps are persisted at second precision; the state machine rounds them up so a stored value equals the one
+// the decision used and the fail-safe never fires early.
+func TestTimestampsRoundUpToWholeSeconds(t *testing.T) {
+	g := NewWithT(t)
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	spec := canarySpec("v2")
+	obs := Observation{Now: start.Add(1300 * time.Millisecond), StableImage: "v1", StableReplicas: 4,
+		Canary: CanaryObservation{Present: true, Image: "v2", Replicas: 1, RolledOut: true},
+		Route:  RouteObservation{StableWeight: 75, CanaryWeight: 25, Accepted: true}}
+	st := pausedStatus(time.Time{})
+	d := Decide(spec, st, obs)
+	g.Expect(d.Status.PauseStartedAt).To(Equal(start.Add(2 * time.Second)))
+
+	obs.Analysis = Analysis{Outcome: Unreachable, Err: "connection refused"}
+	d = Decide(spec, d.Status, obs)
+	g.Expect(d.Status.PromUnreachableSince).To(Equal(start.Add(2 * time.Second)))
+	obs.Now = start.Add(61900 * time.Millisecond)
+	g.Expect(Decide(spec, d.Status, obs).Status.Stage).To(Equal(StageProgressing), "59.9 s after the stamp")
+	obs.Now = start.Add(62 * time.Second)
+	g.Expect(Decide(spec, d.Status, obs).Status.Stage).To(Equal(StageRollingBack))
+}
