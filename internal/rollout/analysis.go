@@ -28,7 +28,11 @@ type Prometheus struct {
 // fail-safe timer.
 type UnreachableError struct{ Err error }
 
+// Error implements error.
+// Error implements error.
 func (e *UnreachableError) Error() string { return "prometheus unreachable: " + e.Err.Error() }
+
+// Unwrap returns the network or HTTP error.
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
 // QueryError means Prometheus answered and rejected the query (bad_data, execution errors, an unexpected result
@@ -39,6 +43,7 @@ type QueryError struct {
 	Msg  string
 }
 
+// Error implements error.
 func (e *QueryError) Error() string { return e.Type + ": " + e.Msg }
 
 // Sample is an instant query's single value. NoData is true for an empty vector and for NaN: there was nothing

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Condition reasons.
+// Condition and event reasons.
 const (
 	ReasonCanaryStarted        = "CanaryStarted"
 	ReasonAnalysisPassed       = "AnalysisPassed"

@@ -12,7 +12,7 @@ import (
 
 func TestScenarioHealthyCanaryPromotes(t *testing.T) {
 	g := NewWithT(t)
-	w := newWorld(t, "v1")
+	w := newWorld(t)
 	spec := canarySpec("v2")
 	w.runUntil(spec, 200, func() bool { return w.st.StableVersion == "v2" })
 
@@ -33,7 +33,7 @@ func TestScenarioHealthyCanaryPromotes(t *testing.T) {
 
 func TestScenarioLatencySpikeRollsBackBeforeFullWeight(t *testing.T) {
 	g := NewWithT(t)
-	w := newWorld(t, "v1")
+	w := newWorld(t)
 	spec := canarySpec("v2")
 	// Healthy until the canary reaches 50%, then a 600 ms latency spike.
 	w.analysis = func(win time.Duration) Analysis {
@@ -66,7 +66,7 @@ func TestScenarioLatencySpikeRollsBackBeforeFullWeight(t *testing.T) {
 
 func TestScenarioErrorSpikeRollsBack(t *testing.T) {
 	g := NewWithT(t)
-	w := newWorld(t, "v1")
+	w := newWorld(t)
 	w.analysis = func(win time.Duration) Analysis {
 		a := healthy(50)(win)
 		a.ErrorRate = 0.3
@@ -80,7 +80,7 @@ func TestScenarioErrorSpikeRollsBack(t *testing.T) {
 
 func TestScenarioRestartResumesSameStepAndPauseStart(t *testing.T) {
 	g := NewWithT(t)
-	w := newWorld(t, "v1")
+	w := newWorld(t)
 	spec := canarySpec("v2")
 	w.runUntil(spec, 100, func() bool { return w.st.CanaryStepIndex == 3 && !w.st.PauseStartedAt.IsZero() })
 	persisted := w.st
@@ -104,7 +104,7 @@ func TestScenarioRestartResumesSameStepAndPauseStart(t *testing.T) {
 
 func TestScenarioPrometheusDownFailsSafe(t *testing.T) {
 	g := NewWithT(t)
-	w := newWorld(t, "v1")
+	w := newWorld(t)
 	spec := canarySpec("v2")
 	var downAt time.Time
 	w.analysis = func(win time.Duration) Analysis {
@@ -129,7 +129,7 @@ func TestScenarioPrometheusDownFailsSafe(t *testing.T) {
 
 func TestScenarioLowTrafficHoldsInsteadOfPromoting(t *testing.T) {
 	g := NewWithT(t)
-	w := newWorld(t, "v1")
+	w := newWorld(t)
 	spec := canarySpec("v2")
 	w.analysis = healthy(0.2) // 12 requests a minute: the 100-request gate needs 500 s of traffic
 	start := w.now
@@ -152,7 +152,7 @@ func TestScenarioLowTrafficHoldsInsteadOfPromoting(t *testing.T) {
 
 func TestScenarioAbortRollsBackOnlyTheCurrentCanary(t *testing.T) {
 	g := NewWithT(t)
-	w := newWorld(t, "v1")
+	w := newWorld(t)
 	spec := canarySpec("v2")
 	w.runUntil(spec, 100, func() bool { return w.st.CanaryStepIndex == 1 && !w.st.PauseStartedAt.IsZero() })
 	spec.Abort = true
@@ -181,7 +181,7 @@ func TestScenarioAbortRollsBackOnlyTheCurrentCanary(t *testing.T) {
 
 func TestScenarioRouteNotAcceptedHoldsTheStep(t *testing.T) {
 	g := NewWithT(t)
-	w := newWorld(t, "v1")
+	w := newWorld(t)
 	w.gatewayDown = true
 	spec := canarySpec("v2")
 	for range 50 {
@@ -205,7 +205,7 @@ func TestScenarioRouteNotAcceptedHoldsTheStep(t *testing.T) {
 
 func TestScenarioCanaryDeletedOutOfBandIsRepaired(t *testing.T) {
 	g := NewWithT(t)
-	w := newWorld(t, "v1")
+	w := newWorld(t)
 	spec := canarySpec("v2")
 	w.runUntil(spec, 100, func() bool { return w.st.CanaryStepIndex == 3 && !w.st.PauseStartedAt.IsZero() })
 	w.canary = CanaryObservation{}
@@ -217,7 +217,7 @@ func TestScenarioCanaryDeletedOutOfBandIsRepaired(t *testing.T) {
 
 func TestScenarioImageChangeSupersedesCanary(t *testing.T) {
 	g := NewWithT(t)
-	w := newWorld(t, "v1")
+	w := newWorld(t)
 	w.runUntil(canarySpec("v2"), 100, func() bool { return w.st.CanaryStepIndex == 2 })
 	// Back to the stable image: the canary is removed, nothing failed.
 	w.runUntil(canarySpec("v1"), 20, w.idle)
@@ -231,7 +231,7 @@ func TestScenarioImageChangeSupersedesCanary(t *testing.T) {
 
 func TestScenarioCanaryFollowsStableHPAWithinQuota(t *testing.T) {
 	g := NewWithT(t)
-	w := newWorld(t, "v1")
+	w := newWorld(t)
 	spec := canarySpec("v2")
 	spec.CanaryReplicaLimit = ptr[int32](3)
 	w.runUntil(spec, 100, func() bool { return w.st.CanaryStepIndex == 3 && !w.st.PauseStartedAt.IsZero() })

@@ -35,6 +35,7 @@ type Thresholds struct {
 // InsufficientPolicy says what happens when the pause extension cap is reached without enough samples.
 type InsufficientPolicy string
 
+// Policies.
 const (
 	// PolicyHold keeps the canary at its weight, marks it inconclusive and keeps evaluating; it never promotes an
 	// unevaluated canary. The default.
@@ -93,6 +94,7 @@ func (s Spec) withDefaults() Spec {
 // take several reconciles, and the observations alone cannot tell a canary being promoted from one being removed.
 type Stage string
 
+// Stages.
 const (
 	// StageIdle: no canary; the stable Deployment runs StableVersion.
 	StageIdle Stage = ""
@@ -107,10 +109,14 @@ const (
 // Phase values the rollout sets; they match AgentDeployment status.phase.
 type Phase string
 
+// Phases the rollout sets.
 const (
-	PhaseRunning           Phase = "Running"
+	// PhaseRunning: no canary runs, or the last one was promoted or superseded.
+	PhaseRunning Phase = "Running"
+	// PhaseRolloutInProgress: a canary runs.
 	PhaseRolloutInProgress Phase = "RolloutInProgress"
-	PhaseRolloutFailed     Phase = "RolloutFailed"
+	// PhaseRolloutFailed: the last canary was rolled back (breach, fail-safe, abort).
+	PhaseRolloutFailed Phase = "RolloutFailed"
 )
 
 // Condition types the rollout manages.
@@ -182,6 +188,7 @@ type RouteObservation struct {
 // Outcome classifies an analysis.
 type Outcome int
 
+// Outcomes.
 const (
 	// NotEvaluated: no analysis was run this reconcile.
 	NotEvaluated Outcome = iota
@@ -211,6 +218,7 @@ type Analysis struct {
 // ActionKind names what the controller must do.
 type ActionKind string
 
+// Actions.
 const (
 	// ActionEnsureCanary creates or repairs the canary Deployment and Service with Image and Replicas.
 	ActionEnsureCanary ActionKind = "EnsureCanary"

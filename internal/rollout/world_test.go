@@ -33,7 +33,8 @@ type world struct {
 	weights []int32
 }
 
-func newWorld(t *testing.T, stable string) *world {
+func newWorld(t *testing.T) *world {
+	const stable = "v1"
 	return &world{t: t, now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC),
 		st:          Status{Phase: PhaseRunning, StableVersion: stable},
 		stableImage: stable, stableRolledOut: true, stableReplicas: 4,

@@ -83,7 +83,7 @@ func (m *manager) status() rollout.Status {
 	return st
 }
 
-func newManager(t *testing.T, name string, rps float64, extra ...*app) (*manager, *promServer) {
+func newManager(t *testing.T, name string, rps float64) (*manager, *promServer) {
 	m := &manager{t: t, stable: newApp(t, name, "stable"), canary: newApp(t, name, "canary"), stableImage: "v1",
 		route: rollout.RouteObservation{StableWeight: 100, Accepted: true},
 		spec: rollout.Spec{Image: "v2", Canary: true, Steps: []rollout.Step{
@@ -94,7 +94,7 @@ func newManager(t *testing.T, name string, rps float64, extra ...*app) (*manager
 	m.stable.set(0.01, 0.08)
 	m.canary.set(0.01, 0.08)
 	m.traffic = startTraffic(t, rps, m.stable, m.canary)
-	prom := startPrometheus(t, append([]*app{m.stable, m.canary}, extra...)...)
+	prom := startPrometheus(t, m.stable, m.canary)
 	m.prom = prom.client()
 	m.save(rollout.Status{Phase: rollout.PhaseRunning, StableVersion: "v1"})
 	return m, prom
