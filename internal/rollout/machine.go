@@ -28,7 +28,7 @@ const (
 	ReasonSampleSufficient     = "SampleSufficient"
 	ReasonCanaryEnded          = "CanaryEnded"
 	ReasonCanaryQuotaExhausted = "CanaryQuotaExhausted"
-	ReasonNoSteps              = "NoSteps"
+	ReasonNoSteps              = "NoPauseStep"
 	ReasonRolledBack           = "RolledBack"
 )
 
@@ -62,6 +62,11 @@ func Decide(spec Spec, st Status, obs Observation) Decision {
 	d.out.Status.Conditions = slices.Clone(st.Conditions)
 	if !spec.Abort {
 		d.st().AbortLatched = false
+	}
+	if o := obs.Analysis.Outcome; o == Measured || o == QueryFailed {
+		// Any answer proves Prometheus reachable, even one this decision does not get to judge (say the canary
+		// is being repaired): the fail-safe counts continuous unreachability only.
+		d.st().PromUnreachableSince = time.Time{}
 	}
 	switch st.Stage {
 	case StageProgressing:
@@ -126,9 +131,12 @@ func (d *decider) idle() {
 		st.StableVersion = d.spec.Image
 	case d.spec.Image == st.AbortedVersion:
 		// Rolled back before; retried only once spec.image names another image.
-	case len(d.spec.Steps) == 0:
-		d.condition(ConditionRolloutHealthy, metav1.ConditionUnknown, ReasonNoSteps,
-			"strategy Canary has no steps; the canary is not started")
+	case !slices.ContainsFunc(d.spec.Steps, func(s Step) bool { return s.SetWeight == nil }):
+		// Only pauses judge a canary: steps without one would promote it unevaluated.
+		if d.condition(ConditionRolloutHealthy, metav1.ConditionUnknown, ReasonNoSteps,
+			"strategy Canary needs at least one pause step to judge the canary; the canary is not started") {
+			d.event(true, ReasonNoSteps, "strategy Canary needs at least one pause step; the canary is not started")
+		}
 	default:
 		d.startCanary()
 	}
@@ -178,7 +186,12 @@ func (d *decider) progressing() {
 			d.spec.Image)
 		return
 	}
-	if int(st.CanaryStepIndex) >= len(d.spec.Steps) || st.CanaryStepIndex < 0 {
+	if st.CanaryStepIndex < 0 {
+		// A corrupt index restarts the steps rather than skipping them.
+		st.CanaryStepIndex, st.PauseStartedAt = 0, time.Time{}
+	}
+	if int(st.CanaryStepIndex) >= len(d.spec.Steps) {
+		// Every step done (or the remaining steps were removed from the spec, the user's decision to finish).
 		st.Stage = StagePromoting
 		st.PauseStartedAt = time.Time{}
 		d.out.Continue = true

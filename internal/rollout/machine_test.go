@@ -191,6 +191,11 @@ func TestDecideIdle(t *testing.T) {
 			s.Abort = true
 			return s
 		}(), st: Status{StableVersion: "v1"}, wantStable: "v1", wantLatched: true},
+		{name: "steps without a pause would never judge the canary: not started", spec: func() Spec {
+			s := canarySpec("v2")
+			s.Steps = []Step{{SetWeight: ptr[int32](50)}, {SetWeight: ptr[int32](100)}}
+			return s
+		}(), st: Status{StableVersion: "v1"}, wantStable: "v1"},
 		{name: "no quota headroom does not start", spec: func() Spec {
 			s := canarySpec("v2")
 			s.CanaryReplicaLimit = ptr[int32](0)
