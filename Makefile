@@ -96,6 +96,7 @@ test: verify unit-test ## verify, then every test (unit, fuzz seeds and envtest 
 
 .PHONY: unit-test
 unit-test: envtest gnmic ## Run the tests (envtest suites included) without verify.
+	hack/ensure-prometheus.sh
 	go test ./... -count=1 -timeout 20m
 
 .PHONY: fuzz
