@@ -213,6 +213,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	deps := operator.Dependencies{
 		Concurrency:     map[string]int{"gnmic-targetsource": o.TargetSourceConcurrency},
 		APIBindAddress:  o.APIBindAddress,
+		WatchNamespaces: o.WatchNamespaces,
 		Clock:           o.Clock,
 		GPUResourceName: o.GPUResourceName,
 		Fleet: operator.FleetSettings{
