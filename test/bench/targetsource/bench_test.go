@@ -119,39 +119,39 @@ func BenchmarkTargetSource(b *testing.B) {
 				Timeout:    &metav1.Duration{Duration: 5 * time.Minute},
 				Interval:   &metav1.Duration{Duration: time.Hour},
 			}}
-		writes := targetWrites(ctx, b, env.Config)
+		writes, cpu := targetWrites(ctx, b, env.Config), mgr.cpuSeconds(ctx, b)
 		start = time.Now()
 		must(b, env.Client.Create(ctx, ts))
 		first := waitSync(ctx, b, env.Client, nil, int32(n))
 		firstDur := time.Since(start)
-		firstWrites := targetWrites(ctx, b, env.Config) - writes
+		firstWrites, firstCPU := targetWrites(ctx, b, env.Config)-writes, mgr.cpuSeconds(ctx, b)-cpu
 
 		waitPast(first) // status times have one-second resolution
-		writes = targetWrites(ctx, b, env.Config)
+		writes, cpu = targetWrites(ctx, b, env.Config), mgr.cpuSeconds(ctx, b)
 		start = time.Now()
 		second := waitSync(ctx, b, env.Client, requestRun(ctx, b, env.Client, first), int32(n))
 		secondDur := time.Since(start)
-		secondWrites := targetWrites(ctx, b, env.Config) - writes
+		secondWrites, secondCPU := targetWrites(ctx, b, env.Config)-writes, mgr.cpuSeconds(ctx, b)-cpu
 
 		changed := n / 100
 		inv.set(n, changed)
 		waitPast(second)
-		writes = targetWrites(ctx, b, env.Config)
+		writes, cpu = targetWrites(ctx, b, env.Config), mgr.cpuSeconds(ctx, b)
 		start = time.Now()
 		waitSync(ctx, b, env.Client, requestRun(ctx, b, env.Client, second), int32(n))
 		thirdDur := time.Since(start)
-		thirdWrites := targetWrites(ctx, b, env.Config) - writes
+		thirdWrites, thirdCPU := targetWrites(ctx, b, env.Config)-writes, mgr.cpuSeconds(ctx, b)-cpu
 		heap := mgr.figures()
 		mgr.stop()
 		cancel()
 
 		ratio := firstDur.Seconds() / baseline.Seconds()
 		fmt.Printf("\nTargetSource benchmark: %d devices, client QPS %d / burst %d\n", n, qps, burst)
-		fmt.Printf("%-48s %12s %14s %8s\n", "case", "time", "Target writes", "ratio")
-		fmt.Printf("%-48s %12s %14d %8s\n", "baseline: bare SSA loop (16 in flight)", baseline.Round(time.Millisecond), n, "1.00")
-		fmt.Printf("%-48s %12s %14d %8.2f\n", "first sync to Ready (manager process)", firstDur.Round(time.Millisecond), firstWrites, ratio)
-		fmt.Printf("%-48s %12s %14d %8s\n", "second run, inventory unchanged", secondDur.Round(time.Millisecond), secondWrites, "-")
-		fmt.Printf("%-48s %12s %14d %8s\n", fmt.Sprintf("run with 1%% changed (%d devices)", changed), thirdDur.Round(time.Millisecond), thirdWrites, "-")
+		fmt.Printf("%-48s %12s %14s %8s %12s\n", "case", "time", "Target writes", "ratio", "manager CPU")
+		fmt.Printf("%-48s %12s %14d %8s %12s\n", "baseline: bare SSA loop (16 in flight)", baseline.Round(time.Millisecond), n, "1.00", "-")
+		fmt.Printf("%-48s %12s %14d %8.2f %11.2fs\n", "first sync to Ready (manager process)", firstDur.Round(time.Millisecond), firstWrites, ratio, firstCPU)
+		fmt.Printf("%-48s %12s %14d %8s %11.2fs\n", "second run, inventory unchanged", secondDur.Round(time.Millisecond), secondWrites, "-", secondCPU)
+		fmt.Printf("%-48s %12s %14d %8s %11.2fs\n", fmt.Sprintf("run with 1%% changed (%d devices)", changed), thirdDur.Round(time.Millisecond), thirdWrites, "-", thirdCPU)
 		fmt.Printf("\nManager process heap with %d Targets cached (target: peak heap <= 120 MiB)\n", n)
 		fmt.Printf("%-48s %9d MiB\n", "peak heap (heap size at GC start, gctrace)", heap.gcPeakMiB)
 		fmt.Printf("%-48s %9.1f MiB\n", "peak heap in use (sampled every 100 ms)", heap.heapInuseMiB)

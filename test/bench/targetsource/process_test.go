@@ -149,6 +149,13 @@ func (p *managerProcess) figures() heapFigures {
 		heapInuseMiB: p.heapInuse / (1 << 20), rssMiB: p.rss / (1 << 20)}
 }
 
+// cpuSeconds is the manager's process_cpu_seconds_total: CPU time it used, whatever else loads the machine.
+func (p *managerProcess) cpuSeconds(ctx context.Context, b *testing.B) float64 {
+	v, err := scrape(ctx, p.metrics, "process_cpu_seconds_total")
+	must(b, err)
+	return v["process_cpu_seconds_total"]
+}
+
 // stop interrupts the manager and waits for it to exit.
 func (p *managerProcess) stop() {
 	_ = p.cmd.Process.Signal(os.Interrupt)
