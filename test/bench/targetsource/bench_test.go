@@ -120,11 +120,13 @@ func BenchmarkTargetSource(b *testing.B) {
 				Interval:   &metav1.Duration{Duration: time.Hour},
 			}}
 		writes, cpu := targetWrites(ctx, b, env.Config), mgr.cpuSeconds(ctx, b)
+		profiled := mgr.profile(mctx, b, os.Getenv("TS_BENCH_CPUPROFILE"))
 		start = time.Now()
 		must(b, env.Client.Create(ctx, ts))
 		first := waitSync(ctx, b, env.Client, nil, int32(n))
 		firstDur := time.Since(start)
 		firstWrites, firstCPU := targetWrites(ctx, b, env.Config)-writes, mgr.cpuSeconds(ctx, b)-cpu
+		<-profiled
 
 		waitPast(first) // status times have one-second resolution
 		writes, cpu = targetWrites(ctx, b, env.Config), mgr.cpuSeconds(ctx, b)
@@ -154,7 +156,7 @@ func BenchmarkTargetSource(b *testing.B) {
 		fmt.Printf("%-48s %12s %14d %8s %11.2fs\n", fmt.Sprintf("run with 1%% changed (%d devices)", changed), thirdDur.Round(time.Millisecond), thirdWrites, "-", thirdCPU)
 		fmt.Printf("\nManager process heap with %d Targets cached (target: peak heap <= 120 MiB)\n", n)
 		fmt.Printf("%-48s %9d MiB\n", "peak heap (heap size at GC start, gctrace)", heap.gcPeakMiB)
-		fmt.Printf("%-48s %9.1f MiB\n", "peak heap in use (sampled every 100 ms)", heap.heapInuseMiB)
+		fmt.Printf("%-48s %9.1f MiB\n", "peak heap in use (sampled every second)", heap.heapInuseMiB)
 		fmt.Printf("%-48s %9d MiB\n", "live heap after the last GC", heap.gcLiveMiB)
 		fmt.Printf("%-48s %9.1f MiB\n", "peak resident set (sampled)", heap.rssMiB)
 		fmt.Printf("%-48s %9d\n", "GC cycles", heap.gcCount)
