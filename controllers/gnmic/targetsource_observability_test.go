@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -31,7 +32,7 @@ func eventsAbout(g Gomega, ns, name, reason string) []eventsv1.Event {
 
 // tsMetric returns the series of a gnmic_operator_targetsource_* family for one TargetSource, keyed by the
 // value of keyLabel ("" when the family has no such label).
-func tsMetric(g Gomega, family, ns, name, keyLabel string) map[string]*dto.Metric {
+func tsMetric(g Gomega, family string, ts types.NamespacedName, keyLabel string) map[string]*dto.Metric {
 	families, err := metrics.Registry.Gather()
 	g.Expect(err).NotTo(HaveOccurred())
 	out := map[string]*dto.Metric{}
@@ -40,7 +41,7 @@ func tsMetric(g Gomega, family, ns, name, keyLabel string) map[string]*dto.Metri
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			if label(m, "namespace") == ns && label(m, "name") == name {
+			if label(m, "namespace") == ts.Namespace && label(m, "name") == ts.Name {
 				out[label(m, keyLabel)] = m
 			}
 		}
@@ -62,6 +63,7 @@ func TestTargetSourceEventsAndMetrics(t *testing.T) {
 	})
 	g.Expect(env.Client.Create(ctx, target(ns, "obs-b", "192.0.2.1:57400", "mine"))).To(Succeed())
 	ts := httpSource(ns, "obs", inv.srv.URL)
+	key := client.ObjectKeyFromObject(ts)
 	ts.Spec.Source.HTTP.Auth = &gnmicv1alpha1.HTTPAuth{Token: &gnmicv1alpha1.TokenAuth{
 		SecretRef: gnmicv1alpha1.SecretKeyRef{Name: "obs-creds", Key: "token"}}}
 	g.Expect(env.Client.Create(ctx, ts)).To(Succeed())
@@ -101,15 +103,15 @@ func TestTargetSourceEventsAndMetrics(t *testing.T) {
 
 	// Metrics: two failures (stalled twice), two successes, one fetch failure, every run timed; the last
 	// success is the injected clock's time; the Target counts are those of the last run that got that far.
-	total := tsMetric(g, "gnmic_operator_targetsource_sync_total", ns, "obs", "result")
+	total := tsMetric(g, "gnmic_operator_targetsource_sync_total", key, "result")
 	g.Expect(total["success"].GetCounter().GetValue()).To(Equal(2.0))
 	g.Expect(total["failure"].GetCounter().GetValue()).To(BeNumerically(">=", 3.0))
 	runsTotal := total["success"].GetCounter().GetValue() + total["failure"].GetCounter().GetValue()
-	duration := tsMetric(g, "gnmic_operator_targetsource_sync_duration_seconds", ns, "obs", "type")
+	duration := tsMetric(g, "gnmic_operator_targetsource_sync_duration_seconds", key, "type")
 	g.Expect(duration["HTTP"].GetHistogram().GetSampleCount()).To(Equal(uint64(runsTotal)))
-	last := tsMetric(g, "gnmic_operator_targetsource_last_success_timestamp_seconds", ns, "obs", "")
+	last := tsMetric(g, "gnmic_operator_targetsource_last_success_timestamp_seconds", key, "")
 	g.Expect(last[""].GetGauge().GetValue()).To(Equal(float64(got.Status.LastSuccessfulSyncTime.Unix())))
-	targets := tsMetric(g, "gnmic_operator_targetsource_targets", ns, "obs", "state")
+	targets := tsMetric(g, "gnmic_operator_targetsource_targets", key, "state")
 	g.Expect(targets["managed"].GetGauge().GetValue()).To(Equal(1.0))
 	g.Expect(targets["invalid"].GetGauge().GetValue()).To(Equal(1.0))
 	g.Expect(targets["conflicted"].GetGauge().GetValue()).To(Equal(1.0))
@@ -117,7 +119,7 @@ func TestTargetSourceEventsAndMetrics(t *testing.T) {
 	// Deleting the TargetSource drops its series.
 	g.Expect(env.Client.Delete(ctx, ts)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		g.Expect(tsMetric(g, "gnmic_operator_targetsource_targets", ns, "obs", "state")).To(BeEmpty())
-		g.Expect(tsMetric(g, "gnmic_operator_targetsource_sync_total", ns, "obs", "result")).To(BeEmpty())
+		g.Expect(tsMetric(g, "gnmic_operator_targetsource_targets", key, "state")).To(BeEmpty())
+		g.Expect(tsMetric(g, "gnmic_operator_targetsource_sync_total", key, "result")).To(BeEmpty())
 	}).Should(Succeed())
 }
