@@ -125,13 +125,13 @@ func (r *TargetSourceReconciler) converge(ctx context.Context, ts *gnmicv1alpha1
 		}
 	}
 	wanted := make(map[string]bool, len(plan.Targets))
-	var toApply []*targetsource.Desired
+	var toApply []write
 	for i := range plan.Targets {
 		d := &plan.Targets[i]
 		wanted[d.Name] = true
 		if t, ok := byName[d.Name]; ok {
 			if !upToDate(t, d, ts) {
-				toApply = append(toApply, d)
+				toApply = append(toApply, write{desired: d})
 			}
 			continue
 		}
@@ -141,13 +141,16 @@ func (r *TargetSourceReconciler) converge(ctx context.Context, ts *gnmicv1alpha1
 		case err == nil:
 			out.conflicted = append(out.conflicted, d.Name)
 		case apierrors.IsNotFound(err):
-			toApply = append(toApply, d)
+			toApply = append(toApply, write{desired: d, create: true})
 		default:
 			return converged{}, err
 		}
 	}
-	out.applyErrors = r.applyAll(ctx, ts, toApply)
-	out.applied = len(toApply) - len(out.applyErrors)
+	res := r.applyAll(ctx, ts, toApply)
+	out.applyErrors = res.errs
+	out.applied = res.written
+	out.conflicted = append(out.conflicted, res.conflicted...)
+	sort.Strings(out.conflicted)
 
 	var stale []*gnmicv1alpha1.Target
 	for _, t := range owned.Items {
@@ -182,31 +185,83 @@ func (r *TargetSourceReconciler) converge(ctx context.Context, ts *gnmicv1alpha1
 	return out, nil
 }
 
-// applyAll server-side applies the Targets with a few writes in flight, and returns the failures by name.
-func (r *TargetSourceReconciler) applyAll(ctx context.Context, ts *gnmicv1alpha1.TargetSource, todo []*targetsource.Desired) map[string]error {
-	errs := map[string]error{}
+// createOnly is the resourceVersion sent with the apply of a name the cache has not seen. The API server checks
+// a resourceVersion in an apply against an existing object (409 Conflict when it differs) and ignores it when the
+// apply creates the object; no stored object has resourceVersion 1 (etcd revision 1 is the empty store, every
+// write gets a later one), so the apply creates the Target or fails. Without it, a Target someone else created
+// inside the cache-lag window would be taken over by the forced apply.
+const createOnly = "1"
+
+// write is one Target apply: create marks a name absent from the cache, applied create-only.
+type write struct {
+	desired *targetsource.Desired
+	create  bool
+}
+
+type applyResult struct {
+	written    int
+	errs       map[string]error
+	conflicted []string
+}
+
+// applyAll server-side applies the Targets with a few writes in flight, and returns the failures by name and
+// the names found held by Targets this TargetSource does not manage.
+func (r *TargetSourceReconciler) applyAll(ctx context.Context, ts *gnmicv1alpha1.TargetSource, todo []write) applyResult {
+	res := applyResult{errs: map[string]error{}}
 	var mu sync.Mutex
-	work := make(chan *targetsource.Desired)
+	work := make(chan write)
 	var wg sync.WaitGroup
-	owner := client.FieldOwner(FieldManager(ts.Name))
 	for range min(applyWorkers, len(todo)) {
 		wg.Go(func() {
-			for d := range work {
-				err := r.Apply(ctx, client.ApplyConfigurationFromUnstructured(applyObject(ts, d)), owner, client.ForceOwnership)
-				if err != nil {
-					mu.Lock()
-					errs[d.Name] = err
-					mu.Unlock()
+			for w := range work {
+				written, conflict, err := r.applyOne(ctx, ts, w)
+				mu.Lock()
+				switch {
+				case err != nil:
+					res.errs[w.desired.Name] = err
+				case conflict:
+					res.conflicted = append(res.conflicted, w.desired.Name)
+				case written:
+					res.written++
 				}
+				mu.Unlock()
 			}
 		})
 	}
-	for _, d := range todo {
-		work <- d
+	for _, w := range todo {
+		work <- w
 	}
 	close(work)
 	wg.Wait()
-	return errs
+	return res
+}
+
+// applyOne applies one Target. A create-only apply refused because the name exists after all is resolved with
+// a live read: someone else's Target is a conflict and left alone; this TargetSource's own (written by a previous
+// run the cache has not caught up with) is applied normally when it differs.
+func (r *TargetSourceReconciler) applyOne(ctx context.Context, ts *gnmicv1alpha1.TargetSource, w write) (written, conflict bool, err error) {
+	owner := client.FieldOwner(FieldManager(ts.Name))
+	u := applyObject(ts, w.desired)
+	if w.create {
+		u.SetResourceVersion(createOnly)
+	}
+	err = r.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), owner, client.ForceOwnership)
+	if err == nil || !w.create || !apierrors.IsConflict(err) {
+		return err == nil, false, err
+	}
+	live := &gnmicv1alpha1.Target{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ts.Namespace, Name: w.desired.Name}, live); err != nil {
+		// Gone again (deleted in between): the next run creates it.
+		return false, false, err
+	}
+	if controllerUID(live) != ts.UID {
+		return false, true, nil
+	}
+	if upToDate(live, w.desired, ts) {
+		return false, false, nil
+	}
+	err = r.Apply(ctx, client.ApplyConfigurationFromUnstructured(applyObject(ts, w.desired)), owner, client.ForceOwnership)
+	return err == nil, false, err
 }
 
 func contains(list []string, s string) bool {

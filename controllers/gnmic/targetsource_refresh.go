@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,6 +40,9 @@ type RefreshServer struct {
 	// Secrets reads the auth Secrets straight from the API server.
 	Secrets client.Reader
 	Clock   clock.PassiveClock
+	// Namespaces are the namespaces the manager watches (--watch-namespaces); empty means all. A TargetSource
+	// elsewhere is not this operator's: 404, like a missing one (the namespaced cache could not read it anyway).
+	Namespaces []string
 }
 
 // NeedLeaderElection is false: every replica serves the refresh API.
@@ -98,6 +102,10 @@ func (s *RefreshServer) refresh(w http.ResponseWriter, r *http.Request) {
 	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	ts := &gnmicv1alpha1.TargetSource{}
 	notFound := func() { writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found"}) }
+	if len(s.Namespaces) > 0 && !slices.Contains(s.Namespaces, key.Namespace) {
+		notFound()
+		return
+	}
 	if err := s.Client.Get(ctx, key, ts); err != nil {
 		if apierrors.IsNotFound(err) {
 			notFound()

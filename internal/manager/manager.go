@@ -28,6 +28,8 @@ type Options struct {
 	MetricsBindAddress     string
 	SecureMetrics          bool
 	HealthProbeBindAddress string
+	// PprofBindAddress serves net/http/pprof; empty (the default) disables it.
+	PprofBindAddress string
 
 	LeaderElect             bool
 	LeaderElectionID        string
@@ -95,6 +97,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Serve metrics over HTTPS with authentication and authorization (TokenReview/SubjectAccessReview).")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress,
 		"Address the /healthz and /readyz probes bind to.")
+	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", o.PprofBindAddress,
+		"Address net/http/pprof binds to (profiling); empty disables it. Bind it to loopback: it is not authenticated.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect,
 		"Elect a leader so that only one replica runs the controllers (webhooks run on every replica).")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader election Lease.")
@@ -187,6 +191,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Scheme:                  operator.NewScheme(),
 		Metrics:                 metricsOpts,
 		HealthProbeBindAddress:  o.HealthProbeBindAddress,
+		PprofBindAddress:        o.PprofBindAddress,
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionID:        o.LeaderElectionID,
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
@@ -213,6 +218,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	deps := operator.Dependencies{
 		Concurrency:     map[string]int{"gnmic-targetsource": o.TargetSourceConcurrency},
 		APIBindAddress:  o.APIBindAddress,
+		WatchNamespaces: o.WatchNamespaces,
 		Clock:           o.Clock,
 		GPUResourceName: o.GPUResourceName,
 		Fleet: operator.FleetSettings{

@@ -17,6 +17,7 @@ func TestFlags(t *testing.T) {
 	g.Expect(fs.Parse([]string{
 		"--groups=gnmic, fleet", "--controllers=gnmic-target", "--watch-namespaces=a,b,",
 		"--kube-api-qps=20", "--kube-api-burst=40", "--leader-elect", "--metrics-bind-address=0",
+		"--api-bind-address=:8082", "--targetsource-concurrency=7", "--pprof-bind-address=127.0.0.1:6060",
 	})).To(Succeed())
 	g.Expect(o.Groups).To(Equal([]string{"gnmic", "fleet"}))
 	g.Expect(o.Controllers).To(Equal([]string{"gnmic-target"}))
@@ -25,6 +26,9 @@ func TestFlags(t *testing.T) {
 	g.Expect(o.KubeAPIBurst).To(Equal(40))
 	g.Expect(o.LeaderElect).To(BeTrue())
 	g.Expect(o.MetricsBindAddress).To(Equal("0"))
+	g.Expect(o.APIBindAddress).To(Equal(":8082"))
+	g.Expect(o.TargetSourceConcurrency).To(Equal(7))
+	g.Expect(o.PprofBindAddress).To(Equal("127.0.0.1:6060"))
 }
 
 func TestDefaultsAreProductionSafe(t *testing.T) {
@@ -34,6 +38,9 @@ func TestDefaultsAreProductionSafe(t *testing.T) {
 	g.Expect(o.EnableHTTP2).To(BeFalse())
 	g.Expect(o.Groups).To(ConsistOf("fleet", "gnmic", "agentrax", "gitops"))
 	g.Expect(o.Controllers).To(BeEmpty())
+	g.Expect(o.TargetSourceConcurrency).To(Equal(4))
+	g.Expect(o.APIBindAddress).To(BeEmpty(), "the refresh API is off unless asked for")
+	g.Expect(o.PprofBindAddress).To(BeEmpty(), "pprof is unauthenticated and off unless asked for")
 }
 
 func TestNewRejectsUnknownSelections(t *testing.T) {

@@ -61,6 +61,7 @@ func gnmicControllers() []Controller {
 				}
 				return mgr.Add(&gnmiccontrollers.RefreshServer{
 					Addr: d.APIBindAddress, Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Clock: d.Clock,
+					Namespaces: d.WatchNamespaces,
 				})
 			},
 		},

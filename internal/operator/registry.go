@@ -46,6 +46,8 @@ type Dependencies struct {
 	// APIBindAddress is where the operator's own HTTP API (e.g. the TargetSource refresh API) listens, on every
 	// replica; empty disables it.
 	APIBindAddress string
+	// WatchNamespaces are the namespaces the manager's cache holds (--watch-namespaces); empty means all.
+	WatchNamespaces []string
 	// Clock is the time source of controllers that accept one (tests inject a fake); nil means the real clock.
 	Clock clock.PassiveClock
 	// GPUResourceName is the extended resource agentrax counts as GPUs (--gpu-resource-name); empty means
