@@ -81,6 +81,16 @@ func New(opts Options) *Registry {
 // SetLeader switches the replica between leader (writes, heartbeats, sweeps) and follower (reads only).
 func (r *Registry) SetLeader(leader bool) { r.leader.Store(leader) }
 
+// BecomeLeader is called when this replica wins the leader election: it reloads the persisted state (the
+// previous leader's last write, each entry with one TTL of grace) and then starts writing.
+func (r *Registry) BecomeLeader(ctx context.Context) error {
+	if err := r.Load(ctx); err != nil {
+		return err
+	}
+	r.SetLeader(true)
+	return nil
+}
+
 // IsLeader reports whether this replica writes.
 func (r *Registry) IsLeader() bool { return r.leader.Load() }
 
