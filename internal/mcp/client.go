@@ -131,6 +131,9 @@ func (c *Client) Probe(ctx context.Context, endpoint string) error {
 	return c.probeLegacy(ctx, endpoint, legacyVersion)
 }
 
+// Forget drops what the client remembers about an endpoint (called when the agent is deregistered).
+func (c *Client) Forget(endpoint string) { c.legacy.Delete(endpoint) }
+
 func (c *Client) probeLegacy(ctx context.Context, endpoint, version string) error {
 	return c.withSession(ctx, endpoint, version, func(x exchange, _ *Result) error {
 		_, err := c.call(ctx, x, "ping", struct{}{}, nil)

@@ -114,6 +114,7 @@ func (r *Registrar) Heartbeat(ctx context.Context, a *Agent) (HeartbeatResult, e
 
 // Deregister removes the agent; the reconciler calls it before removing the finalizer.
 func (r *Registrar) Deregister(ctx context.Context, a *Agent) error {
+	r.Client.Forget(r.Hosts.Endpoint(a))
 	_, err := r.Registry.Deregister(ctx, a.Key())
 	return err
 }
