@@ -40,7 +40,6 @@ const (
 	headerProtocolVersion = "Mcp-Protocol-Version"
 	headerSessionID       = "Mcp-Session-Id"
 	headerMethod          = "Mcp-Method"
-	headerName            = "Mcp-Name"
 	acceptBoth            = "application/json, text/event-stream"
 )
 
@@ -59,6 +58,7 @@ type RPCError struct {
 	Data    json.RawMessage `json:"data,omitempty"`
 }
 
+// Error implements error.
 func (e *RPCError) Error() string {
 	return fmt.Sprintf("mcp: json-rpc error %d: %s", e.Code, e.Message)
 }
@@ -71,6 +71,7 @@ type HTTPError struct {
 	RPC    *RPCError
 }
 
+// Error implements error.
 func (e *HTTPError) Error() string {
 	if e.RPC != nil {
 		return fmt.Sprintf("mcp: %s: HTTP %d: %v", e.Method, e.Status, e.RPC)
@@ -100,8 +101,9 @@ type exchange struct {
 	endpoint  string
 	version   string // Mcp-Protocol-Version header; empty on initialize
 	sessionID string
-	modern    bool // sends Mcp-Method (and Mcp-Name when name is set)
-	name      string
+	// modern sends Mcp-Method. (Mcp-Name is defined for calls naming a tool, prompt or resource; discovery
+	// never makes one.)
+	modern bool
 }
 
 // call POSTs one JSON-RPC request and decodes the result into out. The reply may be a JSON body or an SSE
@@ -173,9 +175,6 @@ func (c *Client) post(ctx context.Context, x exchange, method string, body []byt
 	}
 	if x.modern {
 		req.Header.Set(headerMethod, method)
-		if x.name != "" {
-			req.Header.Set(headerName, x.name)
-		}
 	}
 	resp, err := c.httpClient().Do(req)
 	if err != nil {

@@ -138,7 +138,7 @@ func DecodeEntry(body io.Reader) (Entry, error) {
 	if dec.More() {
 		return Entry{}, errors.New("invalid JSON: trailing data after the object")
 	}
-	if _, err := dec.Token(); err != io.EOF {
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return Entry{}, errors.New("invalid JSON: trailing data after the object")
 	}
 	e.RegisteredAt, e.HeartbeatAt = time.Time{}, time.Time{}

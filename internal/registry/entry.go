@@ -34,6 +34,7 @@ type Key struct {
 	Name      string
 }
 
+// String is "namespace/name".
 func (k Key) String() string { return k.Namespace + "/" + k.Name }
 
 // Entry is one registered agent as served by GET /agents and persisted in the ConfigMap.

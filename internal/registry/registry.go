@@ -231,6 +231,7 @@ const (
 	Deregistered
 )
 
+// String names the result.
 func (h HeartbeatResult) String() string {
 	return [...]string{"Healthy", "Missing", "Strike", "Deregistered"}[h]
 }
