@@ -163,6 +163,17 @@ func (r *Registry) Get(k Key) (Entry, bool) {
 	return e, ok
 }
 
+// Liveness returns when the leader last saw k answer (or registered or loaded it) and its current strikes.
+func (r *Registry) Liveness(k Key) (lastSeen time.Time, strikes int, ok bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	l := r.live[k]
+	if l == nil {
+		return time.Time{}, 0, false
+	}
+	return l.lastSeen, l.strikes, true
+}
+
 // Len returns the number of entries.
 func (r *Registry) Len() int {
 	r.mu.RLock()
