@@ -2,6 +2,7 @@ package mcp_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -331,4 +332,30 @@ func TestMergeTools(t *testing.T) {
 			NewWithT(t).Expect(mcp.MergeTools(tc.discovered, tc.declared)).To(Equal(tc.want))
 		})
 	}
+}
+
+// A server may keep the SSE stream of a POST open after the response; the client must not wait for it to end.
+func TestSSEStreamLeftOpen(t *testing.T) {
+	g := NewWithT(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID     int64  `json:"id"`
+			Method string `json:"method"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		result := `{"supportedVersions":["2026-07-28"],"capabilities":{}}`
+		if req.Method == "tools/list" {
+			result = `{"tools":[{"name":"kept-open"}]}`
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%d,\"result\":%s}\n\n", req.ID, result)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	start := time.Now()
+	res, err := (&mcp.Client{CallTimeout: 3 * time.Second}).Discover(ctx(t), srv.URL+"/mcp")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(toolNames(res.Tools)).To(Equal([]string{"kept-open"}))
+	g.Expect(time.Since(start)).To(BeNumerically("<", 2*time.Second))
 }

@@ -121,7 +121,7 @@ func (c *Client) call(ctx context.Context, x exchange, method string, params, ou
 	if err != nil {
 		return nil, err
 	}
-	defer drainClose(resp.Body)
+	defer closeBody(resp)
 	limited := &capReader{r: resp.Body, left: c.maxResponseBytes()}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return resp.Header, readHTTPError(method, resp, limited)
@@ -327,6 +327,16 @@ func (c *capReader) Read(p []byte) (int, error) {
 		return n, ErrResponseTooLarge
 	}
 	return n, err
+}
+
+// closeBody ends a response. An SSE stream may stay open after our response arrived (the server can keep
+// sending on it); draining it would wait for the server, so it is closed at once instead.
+func closeBody(resp *http.Response) {
+	if mediaType(resp.Header.Get("Content-Type")) == "text/event-stream" {
+		_ = resp.Body.Close()
+		return
+	}
+	drainClose(resp.Body)
 }
 
 // drainClose reads a little of what is left so the connection can be reused, then closes the body.
