@@ -49,6 +49,9 @@ type Registry struct {
 	opts Options
 
 	leader atomic.Bool
+	// followMu orders Apply against BecomeLeader: a watch event that lands while a follower takes over is
+	// either superseded by the reload or skipped, never applied over it.
+	followMu sync.Mutex
 
 	mu      sync.RWMutex
 	entries map[Key]Entry
@@ -84,6 +87,8 @@ func (r *Registry) SetLeader(leader bool) { r.leader.Store(leader) }
 // BecomeLeader is called when this replica wins the leader election: it reloads the persisted state (the
 // previous leader's last write, each entry with one TTL of grace) and then starts writing.
 func (r *Registry) BecomeLeader(ctx context.Context) error {
+	r.followMu.Lock()
+	defer r.followMu.Unlock()
 	if err := r.Load(ctx); err != nil {
 		return err
 	}
@@ -119,7 +124,13 @@ func (r *Registry) Load(ctx context.Context) error {
 }
 
 // Apply replaces the content with a state read from the ConfigMap watch: how followers follow the leader.
+// The leader ignores it: its memory is the newer truth and the events are echoes of its own writes.
 func (r *Registry) Apply(data []byte) error {
+	r.followMu.Lock()
+	defer r.followMu.Unlock()
+	if r.IsLeader() {
+		return nil
+	}
 	entries, err := DecodeState(data)
 	r.replace(entries, false)
 	r.saveMu.Lock()

@@ -108,9 +108,7 @@ func followOnce(ctx context.Context, c client.WithWatch, namespace, name string,
 		return err
 	}
 	apply := func(data []byte) {
-		if !r.IsLeader() {
-			_ = r.Apply(data) // invalid entries are dropped by Apply; the rest is served
-		}
+		_ = r.Apply(data) // a no-op on the leader; invalid entries are dropped, the rest is served
 	}
 	if len(list.Items) == 0 {
 		apply(nil)
