@@ -20,7 +20,7 @@ func TestReadSSE(t *testing.T) {
 				"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\n" +
 				"id: 3\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"a\":1}}\n\n", "", `{"a":1}`},
 		{"multi-line data joined", "data: {\"jsonrpc\":\"2.0\",\ndata: \"id\":7,\"result\":[]}\n\n", "", "[]"},
-		{"comment and priming event", ": ping\n\nid: 0\ndata:\n\ndata: {\"id\":7,\"result\":1}\n", "", "1"},
+		{"comment and priming event", ": ping\n\nid: 0\ndata:\n\nevent: message\ndata: {\"id\":7,\"result\":1}\n", "", "1"},
 		{"other id then end", "data: {\"id\":8,\"result\":1}\n\n", "ended without a response", ""},
 		{"garbage", "data: {nope\n\n", "decoding SSE event", ""},
 	}

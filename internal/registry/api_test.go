@@ -46,7 +46,8 @@ func newTestAPI(t *testing.T) (*Registry, apiClient) {
 	return r, apiClient{t: t, url: srv.URL}
 }
 
-func postBody(ns, name string, tools ...string) string {
+func postBody(name string, tools ...string) string {
+	const ns = "a"
 	b, _ := json.Marshal(map[string]any{"namespace": ns, "name": name,
 		"endpoint": fmt.Sprintf("http://%s.%s.svc:8080/mcp", name, ns), "tools": tools, "ttl": 120})
 	return string(b)
@@ -60,11 +61,11 @@ func TestAgentsAPI(t *testing.T) {
 		wantBody                        string
 	}{
 		{"list empty", "GET", "/agents", "", "", 200, `[]`},
-		{"post without token", "POST", "/agents", "", postBody("a", "x"), 401, `"error":"a bearer token is required"`},
-		{"post with a wrong token", "POST", "/agents", "nope", postBody("a", "x"), 401, `"error":"invalid token"`},
+		{"post without token", "POST", "/agents", "", postBody("x"), 401, `"error":"a bearer token is required"`},
+		{"post with a wrong token", "POST", "/agents", "nope", postBody("x"), 401, `"error":"invalid token"`},
 		{"delete without token", "DELETE", "/agents/a/x", "", "", 401, `"error"`},
-		{"post", "POST", "/agents", testToken, postBody("a", "x", "t2", "t1"), 201, `"tools":["t1","t2"]`},
-		{"post again, same content", "POST", "/agents", testToken, postBody("a", "x", "t1", "t2"), 200, `"ttl":120`},
+		{"post", "POST", "/agents", testToken, postBody("x", "t2", "t1"), 201, `"tools":["t1","t2"]`},
+		{"post again, same content", "POST", "/agents", testToken, postBody("x", "t1", "t2"), 200, `"ttl":120`},
 		{"get", "GET", "/agents/a/x", "", "", 200, `"endpoint":"http://x.a.svc:8080/mcp"`},
 		{"get missing", "GET", "/agents/a/y", "", "", 404, `{"error":"agent a/y not registered"}`},
 		{"list", "GET", "/agents", "", "", 200, `[{"namespace":"a","name":"x"`},
@@ -97,10 +98,10 @@ func TestAgentsAPI(t *testing.T) {
 	g.Expect(r.Len()).To(BeZero())
 
 	r.SetLeader(false)
-	status, hdr, _ := c.do("POST", "/agents", testToken, postBody("a", "x"))
+	status, hdr, _ := c.do("POST", "/agents", testToken, postBody("x"))
 	g.Expect(status).To(Equal(http.StatusServiceUnavailable), "a follower does not write")
 	g.Expect(hdr.Get("Retry-After")).NotTo(BeEmpty())
-	status, _, _ = c.do("POST", "/agents", "", postBody("a", "x"))
+	status, _, _ = c.do("POST", "/agents", "", postBody("x"))
 	g.Expect(status).To(Equal(http.StatusUnauthorized), "authentication comes first")
 }
 
@@ -133,7 +134,7 @@ func TestAuthOutcomes(t *testing.T) {
 			r, _, _ := newTestRegistry()
 			srv := httptest.NewServer(Handler(r, tc.auth))
 			defer srv.Close()
-			status, _, body := apiClient{t: t, url: srv.URL}.do("POST", "/agents", testToken, postBody("a", "x"))
+			status, _, body := apiClient{t: t, url: srv.URL}.do("POST", "/agents", testToken, postBody("x"))
 			g.Expect(status).To(Equal(tc.want), string(body))
 		})
 	}
@@ -235,7 +236,7 @@ func TestReadsFollowWrites(t *testing.T) {
 	g := NewWithT(t)
 	_, c := newTestAPI(t)
 	_, _, before := c.do("GET", "/agents", "", "")
-	status, _, _ := c.do("POST", "/agents", testToken, postBody("a", "x"))
+	status, _, _ := c.do("POST", "/agents", testToken, postBody("x"))
 	g.Expect(status).To(Equal(201))
 	_, _, after := c.do("GET", "/agents", "", "")
 	g.Expect(after).NotTo(Equal(before))

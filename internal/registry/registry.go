@@ -243,13 +243,13 @@ func (r *Registry) Deregister(ctx context.Context, k Key) (bool, error) {
 type HeartbeatResult int
 
 const (
-	// Healthy: the agent answered and is registered.
+	// Healthy means the agent answered and is registered.
 	Healthy HeartbeatResult = iota
-	// Missing: the agent answered but is not registered (cold restart, swept): the caller re-registers it.
+	// Missing means the agent answered but is not registered (cold restart, swept): the caller re-registers it.
 	Missing
-	// Strike: the agent did not answer; fewer than MaxStrikes in a row so far.
+	// Strike means the agent did not answer; fewer than MaxStrikes in a row so far.
 	Strike
-	// Deregistered: MaxStrikes failures in a row; the entry was removed.
+	// Deregistered means MaxStrikes failures in a row; the entry was removed.
 	Deregistered
 )
 

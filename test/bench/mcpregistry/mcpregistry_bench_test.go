@@ -69,8 +69,11 @@ func get(c *http.Client, url string) (time.Duration, int, error) {
 	}
 	n, err := io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return 0, 0, fmt.Errorf("GET %s: %d %v", url, resp.StatusCode, err)
+	if err != nil {
+		return 0, 0, fmt.Errorf("GET %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, 0, fmt.Errorf("GET %s: HTTP %d", url, resp.StatusCode)
 	}
 	return time.Since(start), int(n), nil
 }
