@@ -98,7 +98,7 @@ func TestAgentsAPI(t *testing.T) {
 	g.Expect(r.Len()).To(BeZero())
 
 	r.SetLeader(false)
-	status, hdr, _ := c.do("POST", "/agents", testToken, postBody("x"))
+	status, hdr, _ := c.do("POST", "/agents", testToken, postBody("y"))
 	g.Expect(status).To(Equal(http.StatusServiceUnavailable), "a follower does not write")
 	g.Expect(hdr.Get("Retry-After")).NotTo(BeEmpty())
 	status, _, _ = c.do("POST", "/agents", "", postBody("x"))
