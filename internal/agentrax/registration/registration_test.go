@@ -1,0 +1,150 @@
+package registration
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/mcp"
+	"github.com/quartet-dev/quartet-operator/internal/registry"
+)
+
+// agentServer is a real MCP server (official Go SDK) on loopback that counts the methods it receives.
+type agentServer struct {
+	srv *sdk.Server
+	web *httptest.Server
+
+	mu      sync.Mutex
+	methods map[string]int
+	tools   []string
+}
+
+func startAgent(t *testing.T, tools ...string) *agentServer {
+	a := &agentServer{srv: sdk.NewServer(&sdk.Implementation{Name: "agent", Version: "1"}, nil), methods: map[string]int{}}
+	a.srv.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, m string, req sdk.Request) (sdk.Result, error) {
+			a.mu.Lock()
+			a.methods[m]++
+			a.mu.Unlock()
+			return next(ctx, m, req)
+		}
+	})
+	a.setTools(tools...)
+	a.web = httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return a.srv }, nil))
+	t.Cleanup(a.web.Close)
+	return a
+}
+
+func (a *agentServer) setTools(names ...string) {
+	a.srv.RemoveTools(a.tools...)
+	a.tools = names
+	for _, n := range names {
+		a.srv.AddTool(&sdk.Tool{Name: n, InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+				return &sdk.CallToolResult{}, nil
+			})
+	}
+}
+
+func (a *agentServer) count(method string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.methods[method]
+}
+
+func TestAdapterDiscoversHeartbeatsAndRediscoversOnPromotion(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	reg := registry.New(registry.Options{Clock: clk})
+	reg.SetLeader(true)
+	agent := startAgent(t, "search", "plan")
+	interval := registry.HealthInterval(registry.DefaultTTL, time.Minute, 5*time.Second)
+	ad := &agentraxv1alpha1.AgentDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "planner"},
+		Spec: agentraxv1alpha1.AgentDeploymentSpec{Port: 8080,
+			MCP: &agentraxv1alpha1.MCPSpec{Expose: true, Tools: []string{"declared"}}},
+		Status: agentraxv1alpha1.AgentDeploymentStatus{StableVersion: "ghcr.io/org/planner:v1"},
+	}
+	adapter := &Adapter{Interval: interval, Clock: clk, Registrar: &registry.Registrar{
+		Registry: reg, Client: &mcp.Client{},
+		Hosts: registry.HostMap{"planner.team-a.svc:8080": strings.TrimPrefix(agent.web.URL, "http://")},
+	}}
+	key := registry.Key{Namespace: "team-a", Name: "planner"}
+
+	ok, err := adapter.Register(ctx, ad)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ok).To(BeTrue())
+	e, _ := reg.Get(key)
+	g.Expect(e.Tools).To(Equal([]string{"declared", "plan", "search"}))
+	g.Expect(e.Version).To(Equal("v1"))
+	g.Expect(agent.count("tools/list")).To(Equal(1))
+
+	// Reconciles within the interval do not touch the agent.
+	for range 5 {
+		ok, err = adapter.Register(ctx, ad)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(ok).To(BeTrue())
+	}
+	g.Expect(agent.count("initialize")).To(Equal(1))
+
+	// Once the interval has passed, a reconcile heartbeats (no tools/list).
+	clk.Step(interval)
+	ok, err = adapter.Register(ctx, ad)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ok).To(BeTrue())
+	g.Expect(agent.count("ping")).To(Equal(1))
+	g.Expect(agent.count("tools/list")).To(Equal(1))
+
+	// Canary promotion: a new stable image with other tools is discovered again.
+	agent.setTools("search", "plan", "critique")
+	ad.Status.StableVersion = "ghcr.io/org/planner:v2"
+	ok, err = adapter.Register(ctx, ad)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ok).To(BeTrue())
+	e, _ = reg.Get(key)
+	g.Expect(e.Tools).To(Equal([]string{"critique", "declared", "plan", "search"}))
+	g.Expect(e.Version).To(Equal("v2"))
+
+	// The agent stops answering: strikes keep it registered until the third, which reports the failure.
+	agent.web.Close()
+	var got []bool
+	for range registry.MaxStrikes {
+		clk.Step(interval)
+		ok, err = adapter.Register(ctx, ad)
+		got = append(got, ok)
+	}
+	g.Expect(got).To(Equal([]bool{true, true, false}))
+	g.Expect(err).To(MatchError(registry.ErrHandshake))
+	_, present := reg.Get(key)
+	g.Expect(present).To(BeFalse())
+
+	g.Expect(adapter.Deregister(ctx, ad)).To(Succeed(), "deregistering an absent agent is not an error")
+}
+
+func TestImageTag(t *testing.T) {
+	cases := map[string]string{
+		"ghcr.io/org/agent:v1.2.3":          "v1.2.3",
+		"registry:5000/agent":               "",
+		"registry:5000/agent:1.0":           "1.0",
+		"agent@sha256:0123456789abcdef":     "",
+		"agent:2.0@sha256:0123456789abcdef": "2.0",
+		"":                                  "",
+		"agent:" + strings.Repeat("x", 65):  "",
+	}
+	for image, want := range cases {
+		t.Run(image, func(t *testing.T) {
+			NewWithT(t).Expect(imageTag(image)).To(Equal(want))
+		})
+	}
+}
