@@ -252,6 +252,12 @@ func (t *Tracker) Due(now time.Time) ([]Replay, bool) {
 				t.fail(now, e, fmt.Sprintf("crash: the event did not finish within %s", t.cfg.CrashTimeout))
 				changed = true
 			}
+		case Failed:
+			// An unreachable source handler is retried with the backoff, but not for ever.
+			if now.Sub(e.Since) >= t.cfg.Retention {
+				t.giveUp(now, e, fmt.Sprintf("still failing after %s: %s", t.cfg.Retention, e.Reason))
+				changed = true
+			}
 		case Done, GaveUp:
 			if now.Sub(e.Since) >= t.cfg.Retention {
 				t.forget(id)

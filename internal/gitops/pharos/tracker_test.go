@@ -90,6 +90,11 @@ func TestTracker(t *testing.T) {
 		{name: "unreachable source handler is retried without counting", id: evA, state: Replaying, steps: []step{
 			{span: span(evA, failed)}, {due: []string{evA}}, {result: &result{evA, Unreachable, "", "Unavailable"}},
 			{at: 9 * time.Second, due: nil}, {at: 10 * time.Second, due: []string{evA}}}},
+		{name: "unreachable for the whole retention gives up", id: evA, state: GaveUp,
+			reason: "still failing after 1h0m0s: source handler unreachable: Unavailable", steps: []step{
+				{span: span(evA, failed)}, {due: []string{evA}}, {result: &result{evA, Unreachable, "", "Unavailable"}},
+				{at: 59 * time.Minute, due: []string{evA}},
+				{at: 59 * time.Minute, result: &result{evA, Unreachable, "", "Unavailable"}}, {at: time.Hour, due: nil}}},
 		{name: "no address and no default gives up", id: evA, state: GaveUp, reason: "no source handler address", steps: []step{
 			{span: span(evA, failed, noAddr)}, {due: nil}}},
 		{name: "default address is used when spans carry none", id: evA, state: Replaying,
