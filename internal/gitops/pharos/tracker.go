@@ -175,9 +175,10 @@ func (t *Tracker) Observe(now time.Time, s Span) bool {
 	id, known := t.traces[s.TraceID]
 	changed := false
 	switch {
-	case !known && s.ReplayOf != "" && t.events[s.ReplayOf] != nil:
-		// A replay pharos did not ask for (manual, or answered before its call returned): it becomes the
-		// original event's current attempt.
+	case !known && s.ReplayOf != "" && t.events[s.ReplayOf] != nil && t.events[s.ReplayOf].State != Replaying:
+		// A replay pharos did not ask for (manual, or one whose call timed out): it becomes the original
+		// event's current attempt. While pharos's own call is in flight the span is kept apart instead, and
+		// Result folds it in, so the replay is counted.
 		id, changed = s.ReplayOf, true
 		e := t.events[id]
 		t.setTrace(e, s.TraceID)
@@ -188,7 +189,7 @@ func (t *Tracker) Observe(now time.Time, s Span) bool {
 		// A replay of an event pharos never saw is still keyed by the original event: that is what the
 		// source handler's Replay knows.
 		id, changed = s.TraceID, true
-		if s.ReplayOf != "" {
+		if s.ReplayOf != "" && t.events[s.ReplayOf] == nil {
 			id = s.ReplayOf
 		}
 		t.events[id] = &Event{ID: id, Trace: s.TraceID, State: Running, Since: now}

@@ -106,6 +106,13 @@ func TestTracker(t *testing.T) {
 		{name: "replay_of attribute links a replay pharos did not start", id: evA, state: Done, steps: []step{
 			{span: span(evA, failed)}, {due: []string{evA}}, {result: &result{evA, Unreachable, "", "down"}},
 			{at: time.Second, span: span(rp3, root, func(s *Span) { s.ReplayOf = evA })}, {at: time.Minute, due: nil}}},
+		{name: "a replay failing before its call returned is still counted", id: evA, state: GaveUp, replays: 2, steps: []step{
+			{span: span(evA, failed)}, {due: []string{evA}}, {span: span(rp1, failed, func(s *Span) { s.ReplayOf = evA })},
+			{result: &result{evA, Started, rp1, ""}}, {at: 10 * time.Second, due: []string{evA}},
+			{at: 10 * time.Second, span: span(rp2, failed, func(s *Span) { s.ReplayOf = evA })},
+			{at: 10 * time.Second, result: &result{evA, Started, rp2, ""}}, {at: time.Hour, due: nil}}},
+		{name: "replay of an event pharos never saw is keyed by that event", id: evB, state: Replaying, steps: []step{
+			{span: span(rp1, failed, func(s *Span) { s.ReplayOf = evB })}, {due: []string{evB}}}},
 		{name: "restart keeps a running event and its crash timer", id: evA, state: Replaying, steps: []step{
 			{span: span(evA)}, {at: 30 * time.Second, restore: true}, {at: 59 * time.Second, due: nil},
 			{at: time.Minute, due: []string{evA}}}},
