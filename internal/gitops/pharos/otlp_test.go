@@ -1,16 +1,11 @@
 package pharos
 
 import (
-	"encoding/base64"
-	"encoding/hex"
-	"encoding/json"
 	"testing"
 
 	. "github.com/onsi/gomega"
-	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/quartet-dev/quartet-operator/internal/gitops/pharos/otlpjson"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/stage"
 )
 
@@ -29,93 +24,13 @@ const otlpJSON = `{"resourceSpans":[{"resource":{"attributes":[
   {"scope":{"name":"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"},"spans":[
    {"traceId":"5b8efff798038103d269b633813fc60c","spanId":"0000000000000001","name":"Replay"}]}]}]}`
 
-func TestDecodeJSONReadsHexIDs(t *testing.T) {
+func TestSpansFromOTLPJSON(t *testing.T) {
 	g := NewWithT(t)
-	req, err := DecodeJSON([]byte(otlpJSON))
+	req, err := otlpjson.Decode([]byte(otlpJSON))
 	g.Expect(err).NotTo(HaveOccurred())
-	spans := req.GetResourceSpans()[0].GetScopeSpans()[0].GetSpans()
-	want, _ := hex.DecodeString("5b8efff798038103d269b633813fc60c")
-	g.Expect(spans[0].GetTraceId()).To(Equal(want))
-	g.Expect(spans[1].GetParentSpanId()).To(Equal(spans[0].GetSpanId()))
-	g.Expect(hex.EncodeToString(spans[1].GetLinks()[0].GetSpanId())).To(Equal("b7ad6b7169203331"))
-	g.Expect(spans[0].GetEndTimeUnixNano()).To(Equal(uint64(1544712661000000000)))
-
 	g.Expect(Spans(req)).To(Equal([]Span{
 		{TraceID: "5b8efff798038103d269b633813fc60c", Root: true, Error: true, Message: "provisioner: denied",
 			Address: "source.katastroma:50051"},
 		{TraceID: "5b8efff798038103d269b633813fc60c", Address: "10.0.0.7:50051"},
 	}), "the otelgrpc span is another scope and ignored; the span attribute wins over the resource")
-}
-
-func TestDecodeJSONRejects(t *testing.T) {
-	for name, body := range map[string]string{
-		"base64 ID":     `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"W47/95gDgQPSabYzgT/GDA=="}]}]}]}`,
-		"odd hex":       `{"resourceSpans":[{"scopeSpans":[{"spans":[{"spanId":"abc"}]}]}]}`,
-		"not JSON":      `{"resourceSpans":`,
-		"trailing data": `{} {}`,
-		"wrong type":    `{"resourceSpans":{"x":1}}`,
-	} {
-		t.Run(name, func(t *testing.T) {
-			_, err := DecodeJSON([]byte(body))
-			NewWithT(t).Expect(err).To(HaveOccurred())
-		})
-	}
-}
-
-// encodeJSON writes OTLP/JSON: protojson with the ID fields turned back from base64 into hex.
-func encodeJSON(req *collectortrace.ExportTraceServiceRequest) ([]byte, error) {
-	b, err := protojson.Marshal(req)
-	if err != nil {
-		return nil, err
-	}
-	var doc any
-	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, err
-	}
-	var walk func(any)
-	walk = func(v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			for k, val := range v {
-				if s, ok := val.(string); ok && idFields[k] {
-					raw, _ := base64.StdEncoding.DecodeString(s)
-					v[k] = hex.EncodeToString(raw)
-					continue
-				}
-				walk(val)
-			}
-		case []any:
-			for _, e := range v {
-				walk(e)
-			}
-		}
-	}
-	walk(doc)
-	return json.Marshal(doc)
-}
-
-// FuzzDecodeJSON: decoding never panics, and whatever decodes survives an OTLP/JSON round trip unchanged (hex IDs
-// in, the same bytes out).
-func FuzzDecodeJSON(f *testing.F) {
-	f.Add([]byte(otlpJSON))
-	f.Add([]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"","spanId":"00"}]}]}]}`))
-	f.Add([]byte(`{"resource_spans":[{"scope_spans":[{"spans":[{"trace_id":"ff","parent_span_id":"0102"}]}]}]}`))
-	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := DecodeJSON(body)
-		if err != nil {
-			return
-		}
-		_ = Spans(req)
-		again, err := encodeJSON(req)
-		if err != nil {
-			t.Fatalf("re-encoding a decoded request: %v", err)
-		}
-		back, err := DecodeJSON(again)
-		if err != nil {
-			t.Fatalf("decoding %s: %v", again, err)
-		}
-		if !proto.Equal(req, back) {
-			t.Fatalf("round trip changed the request:\n%v\n%v", req, back)
-		}
-	})
 }
