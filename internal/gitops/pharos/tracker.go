@@ -96,6 +96,8 @@ type Event struct {
 	LastReplay time.Time `json:"lastReplay,omitzero"`
 	NextAt     time.Time `json:"nextAt,omitzero"`
 	Reason     string    `json:"reason,omitempty"`
+	// ReplayOf is set on a replay's spans that arrived while pharos's Replay call for that event was in flight.
+	ReplayOf string `json:"replayOf,omitempty"`
 }
 
 // Replay is a Replay call the tracker wants made.
@@ -193,6 +195,9 @@ func (t *Tracker) Observe(now time.Time, s Span) bool {
 			id = s.ReplayOf
 		}
 		t.events[id] = &Event{ID: id, Trace: s.TraceID, State: Running, Since: now}
+		if id != s.ReplayOf {
+			t.events[id].ReplayOf = s.ReplayOf
+		}
 		t.traces[id], t.traces[s.TraceID] = id, id
 	}
 	e := t.events[id]
@@ -307,6 +312,10 @@ func (t *Tracker) Result(now time.Time, id string, o Outcome, newTrace, message 
 	if e == nil || e.State != Replaying {
 		return
 	}
+	if tr := t.earlyReplay(id); o != Started && tr != "" {
+		// The call failed (e.g. timed out) but its replay's spans say it did start.
+		o, newTrace = Started, tr
+	}
 	switch o {
 	case Started:
 		e.Replays++
@@ -323,6 +332,16 @@ func (t *Tracker) Result(now time.Time, id string, o Outcome, newTrace, message 
 		e.State, e.Reason = Failed, "source handler unreachable: "+message
 		e.NextAt = now.Add(t.cfg.backoff(e.Replays + 1))
 	}
+}
+
+// earlyReplay returns the trace of a replay of id whose spans arrived while the Replay call was in flight.
+func (t *Tracker) earlyReplay(id string) string {
+	for _, e := range t.events {
+		if e.ReplayOf == id {
+			return e.Trace
+		}
+	}
+	return ""
 }
 
 // adopt makes newTrace e's current attempt, folding in what its spans already said if they arrived before the

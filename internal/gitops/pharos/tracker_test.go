@@ -111,6 +111,10 @@ func TestTracker(t *testing.T) {
 			{result: &result{evA, Started, rp1, ""}}, {at: 10 * time.Second, due: []string{evA}},
 			{at: 10 * time.Second, span: span(rp2, failed, func(s *Span) { s.ReplayOf = evA })},
 			{at: 10 * time.Second, result: &result{evA, Started, rp2, ""}}, {at: time.Hour, due: nil}}},
+		{name: "a Replay call that timed out but started is recognised from replay_of", id: evA, state: Done, replays: 1,
+			steps: []step{
+				{span: span(evA, failed)}, {due: []string{evA}}, {span: span(rp1, root, func(s *Span) { s.ReplayOf = evA })},
+				{result: &result{evA, Unreachable, "", "DeadlineExceeded"}}, {at: time.Minute, due: nil}}},
 		{name: "replay of an event pharos never saw is keyed by that event", id: evB, state: Replaying, steps: []step{
 			{span: span(rp1, failed, func(s *Span) { s.ReplayOf = evB })}, {due: []string{evB}}}},
 		{name: "restart keeps a running event and its crash timer", id: evA, state: Replaying, steps: []step{
