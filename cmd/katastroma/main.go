@@ -28,10 +28,11 @@ import (
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
 
-const usage = `usage: katastroma <stage|all-in-one> [flags]
+const usage = `usage: katastroma <stage|all-in-one|pharos> [flags]
 
 stages: source, renderer, orderer, labeler, provisioner, pruner
 all-in-one runs every stage in one process over loopback gRPC.
+pharos runs the coordinator (OTLP receiver, replays, crash detection).
 `
 
 func main() {
@@ -47,6 +48,9 @@ func run(args []string) error {
 		return errors.New("missing the stage")
 	}
 	mode := args[0]
+	if mode == "pharos" {
+		return runPharos(args[1:])
+	}
 	fs := flag.NewFlagSet("katastroma "+mode, flag.ContinueOnError)
 	grpcAddr := fs.String("grpc-bind-address", ":50051", "Where the stage serves gRPC.")
 	httpAddr := fs.String("http-bind-address", ":8080", "Where the source handler serves POST /webhook/{namespace} and /healthz.")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -99,7 +100,8 @@ func (s *Server) Replay(ctx context.Context, req *katastromav1.ReplayRequest) (*
 		}
 		return nil, status.Errorf(codes.NotFound, "no source target records event %s", id)
 	}
-	ectx, span := startEvent(EventReplay, h.Tenant(ctx, cms[0].Namespace))
+	// katastroma.replay_of (pharos.AttrReplayOf) lets pharos attribute this new trace to the event it re-runs.
+	ectx, span := startEvent(EventReplay, h.Tenant(ctx, cms[0].Namespace), attribute.String("katastroma.replay_of", id))
 	ectx = contextWith(h.baseCtx(), ectx)
 	var jobs []*job
 	var refused []error

@@ -1,0 +1,285 @@
+package pharos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	katastromav1 "github.com/quartet-dev/quartet-operator/internal/gitops/gen/katastroma/v1"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/stage"
+)
+
+var (
+	spansReceived = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "katastroma_pharos_spans_total", Help: "Gitops spans received over OTLP."})
+	replays = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "katastroma_pharos_replays_total", Help: "Replay calls, by outcome (started, refused, unknown, unreachable)."},
+		[]string{"outcome"})
+	gaveUp = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "katastroma_pharos_events_given_up_total", Help: "Events pharos stopped replaying (limit, unknown event, no address)."})
+	events = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "katastroma_pharos_events", Help: "Tracked events, by state."}, []string{"state"})
+)
+
+func init() { ctrlmetrics.Registry.MustRegister(spansReceived, replays, gaveUp, events) }
+
+var outcomeNames = map[Outcome]string{Started: "started", Refused: "refused", Unknown: "unknown", Unreachable: "unreachable"}
+
+// Options configures a pharos instance.
+type Options struct {
+	Config
+	// GRPCAddr serves OTLP/gRPC (default ":4317"); HTTPAddr serves OTLP/HTTP (default ":4318").
+	GRPCAddr, HTTPAddr string
+	// MaxBodyBytes bounds one export request (default DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+	// Persister keeps events across restarts (default: in memory, lost with the process).
+	Persister Persister
+	// Tick is how often crash timers and due replays are checked (default 1s).
+	Tick time.Duration
+	// ReplayTimeout bounds one Replay call (default 10s).
+	ReplayTimeout time.Duration
+	// Dial connects to a source handler (default stage.Dial).
+	Dial func(addr string) (*grpc.ClientConn, error)
+	// Now is the clock (default time.Now).
+	Now    func() time.Time
+	Logger logr.Logger
+}
+
+// Pharos is a running receiver and replay loop.
+type Pharos struct {
+	opts    Options
+	mu      sync.Mutex
+	tracker *Tracker
+	dirty   bool
+	wake    chan struct{}
+	conns   map[string]*grpc.ClientConn
+
+	grpcLis, httpLis net.Listener
+	grpcSrv          *grpc.Server
+	httpSrv          *http.Server
+	done             chan error
+}
+
+// Start loads the saved events, listens on both OTLP ports and runs the replay loop until ctx is cancelled.
+func Start(ctx context.Context, o Options) (*Pharos, error) {
+	if o.GRPCAddr == "" {
+		o.GRPCAddr = ":4317"
+	}
+	if o.HTTPAddr == "" {
+		o.HTTPAddr = ":4318"
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.Persister == nil {
+		o.Persister = &MemoryPersister{}
+	}
+	if o.Tick <= 0 {
+		o.Tick = time.Second
+	}
+	if o.ReplayTimeout <= 0 {
+		o.ReplayTimeout = 10 * time.Second
+	}
+	if o.Dial == nil {
+		o.Dial = stage.Dial
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	saved, err := o.Persister.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pharos{opts: o, tracker: NewTracker(o.Config), wake: make(chan struct{}, 1),
+		conns: map[string]*grpc.ClientConn{}, done: make(chan error, 1)}
+	p.tracker.Restore(saved)
+	p.tracker.OnGiveUp = func(e Event) {
+		gaveUp.Inc()
+		o.Logger.Info("pharos gave up on the event", "event", e.ID, "replays", e.Replays, "reason", e.Reason)
+	}
+	if p.grpcLis, err = net.Listen("tcp", o.GRPCAddr); err != nil {
+		return nil, err
+	}
+	if p.httpLis, err = net.Listen("tcp", o.HTTPAddr); err != nil {
+		_ = p.grpcLis.Close()
+		return nil, err
+	}
+	p.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(int(o.MaxBodyBytes)))
+	collectortrace.RegisterTraceServiceServer(p.grpcSrv, &traceService{p: p})
+	p.httpSrv = &http.Server{Handler: httpHandler(o.MaxBodyBytes, p.export), ReadHeaderTimeout: 10 * time.Second}
+	errs := make(chan error, 2)
+	go func() { errs <- p.grpcSrv.Serve(p.grpcLis) }()
+	go func() { errs <- p.httpSrv.Serve(p.httpLis) }()
+	go p.run(ctx, errs)
+	o.Logger.Info("pharos listening", "otlp-grpc", p.GRPCAddr(), "otlp-http", p.HTTPAddr(), "events", len(saved))
+	return p, nil
+}
+
+// GRPCAddr is the OTLP/gRPC listen address; HTTPAddr the OTLP/HTTP one.
+func (p *Pharos) GRPCAddr() string { return p.grpcLis.Addr().String() }
+
+// HTTPAddr is the OTLP/HTTP listen address.
+func (p *Pharos) HTTPAddr() string { return p.httpLis.Addr().String() }
+
+// Wait blocks until pharos stopped; the state is saved one last time before.
+func (p *Pharos) Wait() error { return <-p.done }
+
+// Events returns the tracked events.
+func (p *Pharos) Events() []Event {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.tracker.Snapshot()
+}
+
+type traceService struct {
+	collectortrace.UnimplementedTraceServiceServer
+	p *Pharos
+}
+
+func (s *traceService) Export(_ context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
+	s.p.export(req)
+	return &collectortrace.ExportTraceServiceResponse{}, nil
+}
+
+// export feeds received spans to the tracker and wakes the loop when something changed, so a failure is replayed
+// without waiting for the tick.
+func (p *Pharos) export(req *collectortrace.ExportTraceServiceRequest) {
+	spans := Spans(req)
+	if len(spans) == 0 {
+		return
+	}
+	spansReceived.Add(float64(len(spans)))
+	now := p.opts.Now()
+	p.mu.Lock()
+	changed := false
+	for _, s := range spans {
+		changed = p.tracker.Observe(now, s) || changed
+	}
+	p.dirty = p.dirty || changed
+	p.mu.Unlock()
+	if changed {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (p *Pharos) run(ctx context.Context, errs chan error) {
+	tick := time.NewTicker(p.opts.Tick)
+	defer tick.Stop()
+	var err error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case err = <-errs:
+			break loop
+		case <-tick.C:
+		case <-p.wake:
+		}
+		p.step(ctx)
+	}
+	p.grpcSrv.Stop()
+	_ = p.httpSrv.Close()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.save(context.WithoutCancel(ctx))
+	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped) {
+		err = nil
+	}
+	p.done <- err
+}
+
+// step makes the due replays, records their answers and saves the state when it changed.
+func (p *Pharos) step(ctx context.Context) {
+	p.mu.Lock()
+	due, changed := p.tracker.Due(p.opts.Now())
+	p.dirty = p.dirty || changed
+	p.mu.Unlock()
+	for _, r := range due {
+		o, newTrace, msg := p.replay(ctx, r)
+		replays.WithLabelValues(outcomeNames[o]).Inc()
+		p.mu.Lock()
+		p.tracker.Result(p.opts.Now(), r.EventID, o, newTrace, msg)
+		e, _ := p.tracker.Get(r.EventID)
+		p.dirty = true
+		p.mu.Unlock()
+		p.opts.Logger.Info("replay", "event", r.EventID, "source", r.Address, "outcome", outcomeNames[o],
+			"trace", newTrace, "message", msg, "replays", e.Replays, "state", e.State)
+	}
+	p.save(ctx)
+}
+
+func (p *Pharos) save(ctx context.Context) {
+	p.mu.Lock()
+	if !p.dirty {
+		p.mu.Unlock()
+		return
+	}
+	snap := p.tracker.Snapshot()
+	p.dirty = false
+	p.mu.Unlock()
+	counts := map[State]int{Running: 0, Failed: 0, Replaying: 0, Done: 0, GaveUp: 0}
+	for _, e := range snap {
+		counts[e.State]++
+	}
+	for s, n := range counts {
+		events.WithLabelValues(string(s)).Set(float64(n))
+	}
+	if err := p.opts.Persister.Save(ctx, snap); err != nil {
+		p.opts.Logger.Error(err, "saving the pharos state; retrying on the next tick")
+		p.mu.Lock()
+		p.dirty = true
+		p.mu.Unlock()
+	}
+}
+
+// replay calls Replay on the source handler and classifies the answer.
+func (p *Pharos) replay(ctx context.Context, r Replay) (Outcome, string, string) {
+	conn, err := p.conn(r.Address)
+	if err != nil {
+		return Unreachable, "", err.Error()
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.opts.ReplayTimeout)
+	defer cancel()
+	resp, err := katastromav1.NewSourceHandlerServiceClient(conn).Replay(ctx,
+		&katastromav1.ReplayRequest{EventId: r.EventID})
+	switch status.Code(err) {
+	case codes.OK:
+		return Started, resp.GetEventId(), ""
+	case codes.FailedPrecondition:
+		return Refused, "", status.Convert(err).Message()
+	case codes.NotFound, codes.InvalidArgument:
+		return Unknown, "", status.Convert(err).Message()
+	default:
+		return Unreachable, "", fmt.Sprintf("%s: %s", status.Code(err), status.Convert(err).Message())
+	}
+}
+
+// conn returns a cached connection to addr; grpc.NewClient connects lazily, so this does not block.
+func (p *Pharos) conn(addr string) (*grpc.ClientConn, error) {
+	if c, ok := p.conns[addr]; ok {
+		return c, nil
+	}
+	c, err := p.opts.Dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	p.conns[addr] = c
+	return c, nil
+}
