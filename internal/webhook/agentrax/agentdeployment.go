@@ -70,6 +70,9 @@ func SetupAgentDeploymentWebhook(mgr ctrl.Manager, gpu corev1.ResourceName) erro
 		return fmt.Errorf("creating the quota admission client: %w", err)
 	}
 	q := &QuotaAdmission{Reader: c, Writer: c, GPUResource: gpu}
+	if err := q.ObserveInformer(mgr.GetCache()); err != nil {
+		return err
+	}
 	return ctrl.NewWebhookManagedBy(mgr, &agentraxv1alpha1.AgentDeployment{}).
 		WithDefaulter(Defaulter{}).
 		WithValidator(Validator{Quota: q}).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
@@ -99,11 +100,57 @@ func (l *ledgers) drain(key types.NamespacedName, t *tenantLedger) {
 			return
 		}
 		l.mu.Unlock()
-		base = l.commit(key, base, group)
+		committed := l.commit(key, base, group)
 		l.mu.Lock()
-		t.base = base
+		if t.base == base {
+			t.base = committed
+		} else {
+			// observe delivered a newer object while the group was being committed.
+			t.base = fresher(committed, t.base)
+		}
 		l.mu.Unlock()
 	}
+}
+
+// observe offers a TenantQuota as the manager's informer saw it (another replica's or the TenantQuota
+// controller's write) as the base of the next group of its queue, so that the next write does not first lose
+// a compare-and-swap against it. Only queues that exist are updated; the object is never modified.
+func (l *ledgers) observe(tq *agentraxv1alpha1.TenantQuota) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t := l.tenants[types.NamespacedName{Namespace: tq.Namespace, Name: tq.Name}]; t != nil {
+		t.base = fresher(t.base, tq)
+	}
+}
+
+// forget drops the remembered base of a deleted TenantQuota.
+func (l *ledgers) forget(key types.NamespacedName) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t := l.tenants[key]; t != nil {
+		t.base = nil
+	}
+}
+
+// fresher returns whichever of a and b is probably the newer state. resourceVersions are opaque, but etcd's are
+// increasing integers; this choice is only a guess that saves a lost write, never a correctness matter: every
+// write is still checked by the API server. Unparsable versions prefer b.
+func fresher(a, b *agentraxv1alpha1.TenantQuota) *agentraxv1alpha1.TenantQuota {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	if a.UID != b.UID {
+		return b
+	}
+	ra, errA := strconv.ParseUint(a.ResourceVersion, 10, 64)
+	rb, errB := strconv.ParseUint(b.ResourceVersion, 10, 64)
+	if errA == nil && errB == nil && ra > rb {
+		return a
+	}
+	return b
 }
 
 // commit decides group on the ledger and writes the outcome once; a lost compare-and-swap (or deciding on a

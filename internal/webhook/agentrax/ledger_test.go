@@ -154,6 +154,21 @@ func TestLedgersSteadyPath(t *testing.T) {
 	g.Expect(store.gets.Load()).To(Equal(int64(2)))
 	g.Expect(store.updates.Load()).To(Equal(int64(22)))
 	g.Expect(quota.LedgerUsage(store.ledger(), "").Agents).To(Equal(int32(21)))
+
+	// The informer delivered the other writer's object first: no lost write, no read.
+	store.touch()
+	current, err := store.get(context.Background(), key)
+	g.Expect(err).NotTo(HaveOccurred())
+	l.observe(current)
+	g.Expect(l.submit(context.Background(), key, quota.Op{Name: "observed", New: demand(1, 1)})).To(Succeed())
+	g.Expect(store.gets.Load()).To(Equal(int64(3)), "the test's own read only")
+	g.Expect(store.updates.Load()).To(Equal(int64(23)))
+
+	// An older object delivered late does not replace the newer base.
+	l.observe(current)
+	g.Expect(l.submit(context.Background(), key, quota.Op{Name: "after-late-event", New: demand(1, 1)})).To(Succeed())
+	g.Expect(store.gets.Load()).To(Equal(int64(3)))
+	g.Expect(store.updates.Load()).To(Equal(int64(24)))
 }
 
 // TestLedgersDecisionsWithoutAWriteAreReadFresh: a dry run, a covered update and a refusal write nothing, so
