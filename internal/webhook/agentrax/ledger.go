@@ -177,6 +177,7 @@ func (l *ledgers) commit(key types.NamespacedName, base *agentraxv1alpha1.Tenant
 		}
 		fresh := base == nil
 		if fresh {
+			ledgerCalls.WithLabelValues("read").Inc()
 			tq, err := l.store.get(ctx, key)
 			if apierrors.IsNotFound(err) {
 				for _, p := range group {
@@ -206,6 +207,7 @@ func (l *ledgers) commit(key types.NamespacedName, base *agentraxv1alpha1.Tenant
 				base = nil
 				continue
 			}
+			ledgerGroupSize.Observe(float64(len(group)))
 			answer(group, b)
 			return base
 		}
@@ -214,9 +216,12 @@ func (l *ledgers) commit(key types.NamespacedName, base *agentraxv1alpha1.Tenant
 		err := l.store.update(ctx, next)
 		switch {
 		case err == nil:
+			ledgerCalls.WithLabelValues("write").Inc()
+			ledgerGroupSize.Observe(float64(len(group)))
 			answer(group, b)
 			return next
 		case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+			ledgerCalls.WithLabelValues("conflict").Inc()
 			base = nil
 		default:
 			answerAll(group, err)
