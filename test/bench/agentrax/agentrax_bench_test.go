@@ -160,7 +160,10 @@ func BenchmarkAgentrax500(b *testing.B) {
 		resync = addCounts(resync, writes.countFor(3*time.Second)) // anything the last reconciles caused
 		writes.stop()
 
+		ledger := func(call string) float64 { return counter(b, "agentrax_quota_ledger_calls_total", "call", call) }
+		reads, written, lost := ledger("read"), ledger("write"), ledger("conflict")
 		lat := probeAdmission(ctx, b, nss, agents, probes)
+		reads, written, lost = ledger("read")-reads, ledger("write")-written, ledger("conflict")-lost
 		progress("admission probes done")
 
 		ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
@@ -180,6 +183,8 @@ func BenchmarkAgentrax500(b *testing.B) {
 			fmt.Printf("%-44s %10s %10s %10s %10s\n", row.name, ms(quantile(row.lat, .5)), ms(quantile(row.lat, .99)),
 				ratio(quantile(row.lat, .5), quantile(base, .5)), ratio(quantile(row.lat, .99), quantile(base, .99)))
 		}
+		fmt.Printf("ledger calls during the probes (%d creates + %d dry runs): %.0f writes, %.0f lost writes, %.0f reads\n",
+			probes, probes, written, lost, reads)
 		b.ReportMetric(float64(children.Milliseconds()), "ms-children")
 		b.ReportMetric(float64(total(quiet)), "quiet-writes")
 		b.ReportMetric(float64(quantile(lat[2].lat, .99).Microseconds())/1000, "ms-admission-p99")
@@ -208,7 +213,8 @@ type latencies struct {
 func probeAdmission(ctx context.Context, b *testing.B, nss []string, agents, probes int) []latencies {
 	b.Helper()
 	rows := []latencies{{name: "ConfigMap create (baseline, no webhook)"}, {name: "AgentDeployment label update (webhooks only)"},
-		{name: "AgentDeployment create (webhooks + ledger)"}, {name: "AgentDeployment dry-run create"}}
+		{name: "AgentDeployment create (webhooks + ledger)"}, {name: "AgentDeployment dry-run create"},
+		{name: "TenantQuota label patch (ledger-sized write)"}}
 	timed := func(row int, f func() error) {
 		t0 := time.Now()
 		if err := f(); err != nil {
@@ -230,6 +236,12 @@ func probeAdmission(ctx context.Context, b *testing.B, nss []string, agents, pro
 		})
 		timed(2, func() error { return env.Client.Create(ctx, agent(ns, fmt.Sprintf("probe-%03d", i))) })
 		timed(3, func() error { return env.Client.Create(ctx, agent(ns, fmt.Sprintf("dry-%03d", i)), client.DryRunAll) })
+		// What writing an object the size of the tenant's ledger costs, without any webhook.
+		timed(4, func() error {
+			tq := &agentraxv1alpha1.TenantQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "quota"}}
+			patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{"bench-probe":"%d"}}}`, i))
+			return env.Client.Patch(ctx, tq, client.RawPatch(types.MergePatchType, patch))
+		})
 	}
 	return rows
 }

@@ -160,6 +160,30 @@ func reconciles(b *testing.B, controller string) uint64 {
 	return n
 }
 
+// counter sums the samples of a counter family whose labels include label=value ("" matches every series).
+func counter(b *testing.B, name, label, value string) float64 {
+	b.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if label == "" || (l.GetName() == label && l.GetValue() == value) {
+					n += m.GetCounter().GetValue()
+					break
+				}
+			}
+		}
+	}
+	return n
+}
+
 // countChildren counts, metadata only, the objects of kind carrying the agent label.
 func countChildren(ctx context.Context, b *testing.B, kind string, sel client.MatchingLabels) int {
 	b.Helper()
