@@ -10,9 +10,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
@@ -24,6 +28,12 @@ import (
 
 // TenantQuotaControllerName is the controller name, unique across groups.
 const TenantQuotaControllerName = "agentrax-tenantquota"
+
+// DefaultUsageDelay is how long the controller waits after an AgentDeployment event or a ledger write before it
+// recounts a quota. Events within the delay coalesce into one reconcile, so a burst of admissions costs about
+// one status write per quota and delay instead of one per admission; each of those writes moves the quota's
+// resourceVersion and costs the next admission one extra read. Tests may shorten it.
+var DefaultUsageDelay = time.Second
 
 // DefaultSettleGrace is how long a reservation is left alone after admission raised it: its object may still be
 // on its way to storage. It is well above the webhook timeout (10 s); tests shorten it.
@@ -39,6 +49,8 @@ type TenantQuotaReconciler struct {
 	GPUResource corev1.ResourceName
 	// SettleGrace defaults to DefaultSettleGrace.
 	SettleGrace time.Duration
+	// UsageDelay defaults to DefaultUsageDelay.
+	UsageDelay time.Duration
 }
 
 // +kubebuilder:rbac:groups=agentrax.io,resources=tenantquotas,verbs=get;list;watch
@@ -76,8 +88,9 @@ func (r *TenantQuotaReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		// The ledger is shared with admission: write only on top of what was read.
 		err := r.Status().Patch(ctx, tq, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 		if apierrors.IsConflict(err) {
-			// Admission wrote the ledger since it was read: look again at once, with the fresh object.
-			return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+			// Admission wrote the ledger since the cache was read; that write's event brings this quota back
+			// (after the usage delay). The requeue is only a backstop.
+			return ctrl.Result{RequeueAfter: r.usageDelay()}, nil
 		}
 		if err != nil {
 			return ctrl.Result{}, err
@@ -195,19 +208,59 @@ func (r *TenantQuotaReconciler) setConditions(tq *agentraxv1alpha1.TenantQuota, 
 	meta.SetStatusCondition(&tq.Status.Conditions, over)
 }
 
-// SetupWithManager registers the controller; AgentDeployment events enqueue the quota they reference.
+func (r *TenantQuotaReconciler) usageDelay() time.Duration {
+	if r.UsageDelay > 0 {
+		return r.UsageDelay
+	}
+	return DefaultUsageDelay
+}
+
+// SetupWithManager registers the controller. A new quota or a spec change is reconciled at once; AgentDeployment
+// events and status-only quota updates (the admission ledger, this controller's own writes) enqueue the quota
+// after the usage delay, so that bursts coalesce.
 func (r *TenantQuotaReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts kube.ControllerOptions) error {
 	if err := kube.IndexField(ctx, mgr, &agentraxv1alpha1.AgentDeployment{}, tenantRefField, tenantRefOf); err != nil {
 		return err
 	}
+	quotaOf := func(o client.Object) types.NamespacedName {
+		if ad, ok := o.(*agentraxv1alpha1.AgentDeployment); ok {
+			return types.NamespacedName{Namespace: ad.Namespace, Name: ad.Spec.TenantRef}
+		}
+		return client.ObjectKeyFromObject(o)
+	}
+	statusOnly := predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return e.ObjectOld.GetGeneration() == e.ObjectNew.GetGeneration() },
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(TenantQuotaControllerName).
-		For(&agentraxv1alpha1.TenantQuota{}).
-		Watches(&agentraxv1alpha1.AgentDeployment{}, handler.EnqueueRequestsFromMapFunc(
-			func(_ context.Context, o client.Object) []reconcile.Request {
-				ad := o.(*agentraxv1alpha1.AgentDeployment)
-				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ad.Namespace, Name: ad.Spec.TenantRef}}}
-			})).
+		For(&agentraxv1alpha1.TenantQuota{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&agentraxv1alpha1.TenantQuota{}, delayedEnqueue(quotaOf, r.usageDelay()), builder.WithPredicates(statusOnly)).
+		Watches(&agentraxv1alpha1.AgentDeployment{}, delayedEnqueue(quotaOf, r.usageDelay())).
 		WithOptions(opts.Options()).
 		Complete(telemetry.TracedReconciler(TenantQuotaControllerName, r))
+}
+
+// delayedEnqueue enqueues key(object) delay after every event; the queue keeps the earliest of several pending
+// times for one key, so events within the delay coalesce into one reconcile.
+func delayedEnqueue(key func(client.Object) types.NamespacedName, delay time.Duration) handler.EventHandler {
+	add := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		q.AddAfter(reconcile.Request{NamespacedName: key(o)}, delay)
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.ObjectNew, q)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.Object, q)
+		},
+		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.Object, q)
+		},
+	}
 }

@@ -53,6 +53,8 @@ type Options struct {
 	APIBindAddress string
 	// TargetSourceConcurrency is MaxConcurrentReconciles of the gnmic-targetsource controller.
 	TargetSourceConcurrency int
+	// AgentDeploymentConcurrency is MaxConcurrentReconciles of the agentrax-agentdeployment controller.
+	AgentDeploymentConcurrency int
 	// Clock, when set, is the time source of controllers that accept one (tests only; no flag).
 	Clock clock.PassiveClock
 	// GPUResourceName is the extended resource agentrax counts against TenantQuota maxGPUs.
@@ -72,20 +74,21 @@ type Options struct {
 // DefaultOptions returns the settings of a production deployment.
 func DefaultOptions() Options {
 	return Options{
-		MetricsBindAddress:      ":8443",
-		SecureMetrics:           true,
-		HealthProbeBindAddress:  ":8081",
-		LeaderElectionID:        "quartet-operator.quartet.dev",
-		EnableWebhooks:          true,
-		WebhookPort:             9443,
-		KubeAPIQPS:              50,
-		KubeAPIBurst:            100,
-		TargetSourceConcurrency: 4,
-		Groups:                  append([]string(nil), operator.Groups...),
-		GPUResourceName:         "nvidia.com/gpu",
-		FleetAPIRPS:             3,
-		FleetAPIBurst:           50,
-		PipelineNameScope:       "none",
+		MetricsBindAddress:         ":8443",
+		SecureMetrics:              true,
+		HealthProbeBindAddress:     ":8081",
+		LeaderElectionID:           "quartet-operator.quartet.dev",
+		EnableWebhooks:             true,
+		WebhookPort:                9443,
+		KubeAPIQPS:                 50,
+		KubeAPIBurst:               100,
+		TargetSourceConcurrency:    4,
+		AgentDeploymentConcurrency: 4,
+		Groups:                     append([]string(nil), operator.Groups...),
+		GPUResourceName:            "nvidia.com/gpu",
+		FleetAPIRPS:                3,
+		FleetAPIBurst:              50,
+		PipelineNameScope:          "none",
 	}
 }
 
@@ -124,6 +127,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Address of the operator's HTTP API (TargetSource refresh), served by every replica; empty disables it.")
 	fs.IntVar(&o.TargetSourceConcurrency, "targetsource-concurrency", o.TargetSourceConcurrency,
 		"How many TargetSources are reconciled at once.")
+	fs.IntVar(&o.AgentDeploymentConcurrency, "agentdeployment-concurrency", o.AgentDeploymentConcurrency,
+		"How many AgentDeployments are reconciled at once (each reconcile is a few sequential API calls).")
 	fs.StringVar(&o.GPUResourceName, "gpu-resource-name", o.GPUResourceName,
 		"Extended resource counted as GPUs against agentrax TenantQuota maxGPUs (limits[name] × replicas.max).")
 	fs.StringVar(&o.FleetCredentialsSecret, "fleet-credentials-secret", o.FleetCredentialsSecret,
@@ -216,7 +221,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
 	deps := operator.Dependencies{
-		Concurrency:     map[string]int{"gnmic-targetsource": o.TargetSourceConcurrency},
+		Concurrency: map[string]int{
+			"gnmic-targetsource":       o.TargetSourceConcurrency,
+			"agentrax-agentdeployment": o.AgentDeploymentConcurrency,
+		},
 		APIBindAddress:  o.APIBindAddress,
 		WatchNamespaces: o.WatchNamespaces,
 		Clock:           o.Clock,

@@ -18,7 +18,9 @@ func TestFlags(t *testing.T) {
 		"--groups=gnmic, fleet", "--controllers=gnmic-target", "--watch-namespaces=a,b,",
 		"--kube-api-qps=20", "--kube-api-burst=40", "--leader-elect", "--metrics-bind-address=0",
 		"--api-bind-address=:8082", "--targetsource-concurrency=7", "--pprof-bind-address=127.0.0.1:6060",
+		"--agentdeployment-concurrency=8",
 	})).To(Succeed())
+	g.Expect(o.AgentDeploymentConcurrency).To(Equal(8))
 	g.Expect(o.Groups).To(Equal([]string{"gnmic", "fleet"}))
 	g.Expect(o.Controllers).To(Equal([]string{"gnmic-target"}))
 	g.Expect(o.WatchNamespaces).To(Equal([]string{"a", "b"}))

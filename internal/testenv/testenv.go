@@ -86,6 +86,8 @@ func Start(opts Options) (*Env, error) {
 		ControlPlaneStartTimeout: 3 * time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,
 	}
+	// envtest's default Service range (10.0.0.0/24) holds 253 Services; the agentrax benchmark alone creates 500.
+	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting the control plane from %s: %w", assets, err)

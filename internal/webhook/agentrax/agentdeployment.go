@@ -4,10 +4,13 @@ package agentrax
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
@@ -57,7 +60,19 @@ func SetupAgentDeploymentWebhook(mgr ctrl.Manager, gpu corev1.ResourceName) erro
 	if gpu == "" {
 		gpu = quota.DefaultGPUResourceName
 	}
-	q := &QuotaAdmission{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), GPUResource: gpu}
+	// The API server waits for admission while admission waits for these calls: they get a client of their own,
+	// without the client-side rate limit the controllers share, so that busy controllers never queue an
+	// admission behind their requests (the API server's priority and fairness still applies).
+	cfg := rest.CopyConfig(mgr.GetConfig())
+	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
+	c, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return fmt.Errorf("creating the quota admission client: %w", err)
+	}
+	q := &QuotaAdmission{Reader: c, Writer: c, GPUResource: gpu}
+	if err := q.ObserveInformer(mgr.GetCache()); err != nil {
+		return err
+	}
 	return ctrl.NewWebhookManagedBy(mgr, &agentraxv1alpha1.AgentDeployment{}).
 		WithDefaulter(Defaulter{}).
 		WithValidator(Validator{Quota: q}).

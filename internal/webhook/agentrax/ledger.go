@@ -1,0 +1,284 @@
+package agentrax
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/quota"
+)
+
+// ledgerStore is where the ledgers live: the API server in production (apiStore).
+type ledgerStore interface {
+	// get reads a TenantQuota as stored now.
+	get(ctx context.Context, key types.NamespacedName) (*agentraxv1alpha1.TenantQuota, error)
+	// update writes tq's status if tq.ResourceVersion is still the stored one (a conflict error otherwise) and
+	// leaves the stored object in tq.
+	update(ctx context.Context, tq *agentraxv1alpha1.TenantQuota) error
+}
+
+// maxCommitAttempts bounds the read-decide-write rounds of one group; only writers outside this process (other
+// webhook replicas, the TenantQuota controller) make a round fail.
+const maxCommitAttempts = 100
+
+// defaultCommitTimeout bounds a group whose requests carry no deadline (the webhook's own is 10 s).
+const defaultCommitTimeout = 10 * time.Second
+
+// ledgers queues the admissions of each tenant and commits them in groups. A tenant's queue is drained by one
+// goroutine at a time, so one process never races itself for a ledger's resourceVersion; requests that arrive
+// while a write is in flight are decided together and committed by the next single write.
+type ledgers struct {
+	store ledgerStore
+	gpu   corev1.ResourceName
+
+	mu      sync.Mutex
+	tenants map[types.NamespacedName]*tenantLedger
+}
+
+// tenantLedger is one TenantQuota's queue. Its fields are guarded by ledgers.mu.
+type tenantLedger struct {
+	pending []*pendingOp
+	running bool
+	// base is the TenantQuota as this process last wrote or read it; nil means read it before deciding. It may
+	// be stale: decisions made on it count only once the API server accepts a write based on it.
+	base *agentraxv1alpha1.TenantQuota
+}
+
+type pendingOp struct {
+	ctx  context.Context
+	op   quota.Op
+	done chan error
+}
+
+func newLedgers(store ledgerStore, gpu corev1.ResourceName) *ledgers {
+	return &ledgers{store: store, gpu: gpu, tenants: map[types.NamespacedName]*tenantLedger{}}
+}
+
+// submit queues op for the TenantQuota key and waits until it is decided (and, unless a dry run or refused,
+// recorded) or ctx ends.
+func (l *ledgers) submit(ctx context.Context, key types.NamespacedName, op quota.Op) error {
+	p := &pendingOp{ctx: ctx, op: op, done: make(chan error, 1)}
+	l.mu.Lock()
+	t := l.tenants[key]
+	if t == nil {
+		t = &tenantLedger{}
+		l.tenants[key] = t
+	}
+	t.pending = append(t.pending, p)
+	if !t.running {
+		t.running = true
+		go l.drain(key, t)
+	}
+	l.mu.Unlock()
+	select {
+	case err := <-p.done:
+		return err
+	case <-ctx.Done():
+		// The op may still be committed: the ledger then over-reserves until the TenantQuota controller settles it.
+		return ctx.Err()
+	}
+}
+
+// drain commits the tenant's queue group by group until it is empty.
+func (l *ledgers) drain(key types.NamespacedName, t *tenantLedger) {
+	for {
+		l.mu.Lock()
+		group, base := t.pending, t.base
+		t.pending = nil
+		if len(group) == 0 {
+			t.running = false
+			l.mu.Unlock()
+			return
+		}
+		l.mu.Unlock()
+		committed := l.commit(key, base, group)
+		l.mu.Lock()
+		if t.base == base {
+			t.base = committed
+		} else {
+			// observe delivered a newer object while the group was being committed.
+			t.base = fresher(committed, t.base)
+		}
+		l.mu.Unlock()
+	}
+}
+
+// observe offers a TenantQuota as the manager's informer saw it (another replica's or the TenantQuota
+// controller's write) as the base of the next group of its queue, so that the next write does not first lose
+// a compare-and-swap against it. Only queues that exist are updated; the object is never modified.
+func (l *ledgers) observe(tq *agentraxv1alpha1.TenantQuota) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t := l.tenants[types.NamespacedName{Namespace: tq.Namespace, Name: tq.Name}]; t != nil {
+		t.base = fresher(t.base, tq)
+	}
+}
+
+// forget drops the remembered base of a deleted TenantQuota.
+func (l *ledgers) forget(key types.NamespacedName) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t := l.tenants[key]; t != nil {
+		t.base = nil
+	}
+}
+
+// fresher returns whichever of a and b is probably the newer state. resourceVersions are opaque, but etcd's are
+// increasing integers; this choice is only a guess that saves a lost write, never a correctness matter: every
+// write is still checked by the API server. Unparsable versions prefer b.
+func fresher(a, b *agentraxv1alpha1.TenantQuota) *agentraxv1alpha1.TenantQuota {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	if a.UID != b.UID {
+		return b
+	}
+	ra, errA := strconv.ParseUint(a.ResourceVersion, 10, 64)
+	rb, errB := strconv.ParseUint(b.ResourceVersion, 10, 64)
+	if errA == nil && errB == nil && ra > rb {
+		return a
+	}
+	return b
+}
+
+// commit decides group on the ledger and writes the outcome once; a lost compare-and-swap (or deciding on a
+// base that nothing will write) re-reads and decides the whole group again. It answers every op and returns the
+// base for the next group.
+func (l *ledgers) commit(key types.NamespacedName, base *agentraxv1alpha1.TenantQuota, group []*pendingOp) *agentraxv1alpha1.TenantQuota {
+	ctx, cancel := context.WithTimeout(context.Background(), commitTimeout(group))
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		group = live(group)
+		if len(group) == 0 {
+			return base
+		}
+		if attempt >= maxCommitAttempts {
+			answerAll(group, apierrors.NewTooManyRequests("too much contention on the TenantQuota reservation ledger; retry", 1))
+			return nil
+		}
+		if attempt > 1 {
+			// Two lost rounds in a row: another replica is writing too; step aside for a moment.
+			if err := sleep(ctx, time.Duration(rand.Int64N(int64(time.Millisecond)<<min(attempt, 6)))); err != nil {
+				answerAll(group, err)
+				return nil
+			}
+		}
+		fresh := base == nil
+		if fresh {
+			ledgerCalls.WithLabelValues("read").Inc()
+			tq, err := l.store.get(ctx, key)
+			if apierrors.IsNotFound(err) {
+				for _, p := range group {
+					if p.op.Release {
+						p.done <- nil
+					} else {
+						p.done <- quotaNotFound(p.op.Name, key)
+					}
+				}
+				return nil
+			}
+			if err != nil {
+				answerAll(group, err)
+				return nil
+			}
+			base = tq
+		}
+		ops := make([]quota.Op, len(group))
+		for i, p := range group {
+			ops[i] = p.op
+		}
+		b := quota.DecideBatch(fmt.Sprintf("%q", key.Name), base.Spec, base.Status.Reservations, ops, l.gpu,
+			metav1.NewTime(time.Now().Truncate(time.Second)))
+		if !b.Changed {
+			if !fresh {
+				// Nothing to write would confirm the base is current: read it and decide again.
+				base = nil
+				continue
+			}
+			ledgerGroupSize.Observe(float64(len(group)))
+			answer(group, b)
+			return base
+		}
+		next := base.DeepCopy()
+		next.Status.Reservations = b.Ledger
+		err := l.store.update(ctx, next)
+		switch {
+		case err == nil:
+			ledgerCalls.WithLabelValues("write").Inc()
+			ledgerGroupSize.Observe(float64(len(group)))
+			answer(group, b)
+			return next
+		case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+			ledgerCalls.WithLabelValues("conflict").Inc()
+			base = nil
+		default:
+			answerAll(group, err)
+			return nil
+		}
+	}
+}
+
+// live answers the ops whose request already ended and returns the others.
+func live(group []*pendingOp) []*pendingOp {
+	out := group[:0:0]
+	for _, p := range group {
+		if err := p.ctx.Err(); err != nil {
+			p.done <- err
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func answer(group []*pendingOp, b quota.Batch) {
+	for i, p := range group {
+		if len(b.Errors[i]) > 0 {
+			p.done <- refusal(p.op.Name, b.Errors[i])
+		} else {
+			p.done <- nil
+		}
+	}
+}
+
+func answerAll(group []*pendingOp, err error) {
+	for _, p := range group {
+		p.done <- err
+	}
+}
+
+// commitTimeout is the longest time any request of the group still waits for its answer.
+func commitTimeout(group []*pendingOp) time.Duration {
+	var longest time.Duration
+	for _, p := range group {
+		d := defaultCommitTimeout
+		if deadline, ok := p.ctx.Deadline(); ok {
+			d = time.Until(deadline)
+		}
+		longest = max(longest, d)
+	}
+	return longest
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,208 @@
+package agentrax
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/quota"
+)
+
+// memStore keeps one TenantQuota with the API server's compare-and-swap rule: an update must carry the stored
+// resourceVersion. The real API server is exercised by the envtest quota barrier; this store lets the queue's
+// own logic be checked quickly and counts its calls.
+type memStore struct {
+	mu      sync.Mutex
+	tq      *agentraxv1alpha1.TenantQuota
+	rv      int
+	latency time.Duration
+	gets    atomic.Int64
+	updates atomic.Int64
+	// otherWriterEvery > 0 makes every n-th accepted update be followed at once by another writer's (the
+	// TenantQuota controller's), which moves the resourceVersion again.
+	otherWriterEvery int
+	accepted         int
+}
+
+var quotasResource = schema.GroupResource{Group: "agentrax.io", Resource: "tenantquotas"}
+
+func newMemStore(spec agentraxv1alpha1.TenantQuotaSpec) *memStore {
+	return &memStore{rv: 1, tq: &agentraxv1alpha1.TenantQuota{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: "q", ResourceVersion: "1"}, Spec: spec}}
+}
+
+func (s *memStore) get(_ context.Context, key types.NamespacedName) (*agentraxv1alpha1.TenantQuota, error) {
+	s.gets.Add(1)
+	time.Sleep(s.latency) // simulated API latency, so that requests pile up behind a write
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tq == nil || key.Name != s.tq.Name {
+		return nil, apierrors.NewNotFound(quotasResource, key.Name)
+	}
+	return s.tq.DeepCopy(), nil
+}
+
+func (s *memStore) update(_ context.Context, tq *agentraxv1alpha1.TenantQuota) error {
+	s.updates.Add(1)
+	time.Sleep(s.latency)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if tq.ResourceVersion != s.tq.ResourceVersion {
+		return apierrors.NewConflict(quotasResource, tq.Name, fmt.Errorf("resourceVersion %s is not %s", tq.ResourceVersion, s.tq.ResourceVersion))
+	}
+	s.rv++
+	tq.ResourceVersion = strconv.Itoa(s.rv)
+	s.tq = tq.DeepCopy()
+	if s.accepted++; s.otherWriterEvery > 0 && s.accepted%s.otherWriterEvery == 0 {
+		s.rv++
+		s.tq.ResourceVersion = strconv.Itoa(s.rv)
+	}
+	return nil
+}
+
+// touch is another writer (the TenantQuota controller writing usage): it only moves the resourceVersion.
+func (s *memStore) touch() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rv++
+	s.tq.ResourceVersion = strconv.Itoa(s.rv)
+}
+
+func (s *memStore) ledger() []agentraxv1alpha1.Reservation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tq.Status.Reservations
+}
+
+var key = types.NamespacedName{Namespace: "t", Name: "q"}
+
+func demand(replicas int32, perPod int64) quota.Demand {
+	return quota.Demand{Replicas: replicas, GPUs: int64(replicas) * perPod, GPUsPerPod: perPod}
+}
+
+// TestLedgersNeverExceedTheQuota: two queues (two webhook replicas) sharing one store, plus a third writer
+// moving the resourceVersion after every third accepted write, admit 300 concurrent creates; the admitted totals fit every ceiling, the stored
+// ledger is exactly what was admitted, and group commit needed far fewer writes than requests.
+func TestLedgersNeverExceedTheQuota(t *testing.T) {
+	g := NewWithT(t)
+	spec := agentraxv1alpha1.TenantQuotaSpec{MaxAgents: 120, MaxGPUs: 150, MaxTotalReplicas: 260, MaxReplicasPerAgent: 4}
+	store := newMemStore(spec)
+	store.latency = 200 * time.Microsecond
+	replicas := []*ledgers{newLedgers(store, quota.DefaultGPUResourceName), newLedgers(store, quota.DefaultGPUResourceName)}
+	store.otherWriterEvery = 3
+	rng := rand.New(rand.NewPCG(3, 4))
+	const creates = 300
+	ops := make([]quota.Op, creates)
+	errs := make([]error, creates)
+	for i := range ops {
+		ops[i] = quota.Op{Name: fmt.Sprintf("a%03d", i), New: demand(int32(1+rng.IntN(4)), int64(rng.IntN(3)))}
+	}
+	var wg sync.WaitGroup
+	for i := range ops {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			errs[i] = replicas[i%2].submit(ctx, key, ops[i])
+		})
+	}
+	wg.Wait()
+
+	var admitted quota.Usage
+	for i, err := range errs {
+		if err == nil {
+			admitted = admitted.Add(ops[i].New)
+			continue
+		}
+		g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "op %d: %v", i, err)
+	}
+	g.Expect(admitted.Agents).To(BeNumerically("<=", spec.MaxAgents))
+	g.Expect(admitted.GPUs).To(BeNumerically("<=", spec.MaxGPUs))
+	g.Expect(admitted.Replicas).To(BeNumerically("<=", spec.MaxTotalReplicas))
+	g.Expect(admitted.Agents).To(BeNumerically("<", creates), "the run is near the limit")
+	g.Expect(quota.LedgerUsage(store.ledger(), "")).To(Equal(admitted))
+	t.Logf("%d creates: %d admitted with %d writes and %d reads", creates, admitted.Agents, store.updates.Load(), store.gets.Load())
+	g.Expect(store.updates.Load()).To(BeNumerically("<", creates), "requests were committed in groups")
+}
+
+// TestLedgersSteadyPath: one process admitting one request at a time reads the quota once and then only writes,
+// each write's answer being the base of the next decision.
+func TestLedgersSteadyPath(t *testing.T) {
+	g := NewWithT(t)
+	store := newMemStore(agentraxv1alpha1.TenantQuotaSpec{MaxAgents: 100, MaxGPUs: 100, MaxTotalReplicas: 100, MaxReplicasPerAgent: 4})
+	l := newLedgers(store, quota.DefaultGPUResourceName)
+	for i := range 20 {
+		g.Expect(l.submit(context.Background(), key, quota.Op{Name: fmt.Sprintf("a%02d", i), New: demand(1, 1)})).To(Succeed())
+	}
+	g.Expect(store.gets.Load()).To(Equal(int64(1)))
+	g.Expect(store.updates.Load()).To(Equal(int64(20)))
+
+	// Another writer moved the resourceVersion: one lost write, one read, then the write that counts.
+	store.touch()
+	g.Expect(l.submit(context.Background(), key, quota.Op{Name: "late", New: demand(1, 1)})).To(Succeed())
+	g.Expect(store.gets.Load()).To(Equal(int64(2)))
+	g.Expect(store.updates.Load()).To(Equal(int64(22)))
+	g.Expect(quota.LedgerUsage(store.ledger(), "").Agents).To(Equal(int32(21)))
+
+	// The informer delivered the other writer's object first: no lost write, no read.
+	store.touch()
+	current, err := store.get(context.Background(), key)
+	g.Expect(err).NotTo(HaveOccurred())
+	l.observe(current)
+	g.Expect(l.submit(context.Background(), key, quota.Op{Name: "observed", New: demand(1, 1)})).To(Succeed())
+	g.Expect(store.gets.Load()).To(Equal(int64(3)), "the test's own read only")
+	g.Expect(store.updates.Load()).To(Equal(int64(23)))
+
+	// An older object delivered late does not replace the newer base.
+	l.observe(current)
+	g.Expect(l.submit(context.Background(), key, quota.Op{Name: "after-late-event", New: demand(1, 1)})).To(Succeed())
+	g.Expect(store.gets.Load()).To(Equal(int64(3)))
+	g.Expect(store.updates.Load()).To(Equal(int64(24)))
+}
+
+// TestLedgersDecisionsWithoutAWriteAreReadFresh: a dry run, a covered update and a refusal write nothing, so
+// each is decided on a ledger read for it, never on the remembered one.
+func TestLedgersDecisionsWithoutAWriteAreReadFresh(t *testing.T) {
+	g := NewWithT(t)
+	store := newMemStore(agentraxv1alpha1.TenantQuotaSpec{MaxAgents: 2, MaxGPUs: 10, MaxTotalReplicas: 10, MaxReplicasPerAgent: 4})
+	l := newLedgers(store, quota.DefaultGPUResourceName)
+	ctx := context.Background()
+	g.Expect(l.submit(ctx, key, quota.Op{Name: "a", New: demand(2, 1)})).To(Succeed())
+	g.Expect(l.submit(ctx, key, quota.Op{Name: "b", New: demand(2, 1)})).To(Succeed())
+	reads, writes := store.gets.Load(), store.updates.Load()
+
+	err := l.submit(ctx, key, quota.Op{Name: "c", New: demand(1, 0), DryRun: true})
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "maxAgents 2: %v", err)
+	g.Expect(err.Error()).To(ContainSubstring(`exceeds TenantQuota "q" maxAgents`))
+	g.Expect(store.gets.Load()).To(Equal(reads + 1))
+
+	// The other replica released b meanwhile: the remembered ledger is stale, the fresh read admits c.
+	other := newLedgers(store, quota.DefaultGPUResourceName)
+	g.Expect(other.submit(ctx, key, quota.Op{Name: "b", Release: true})).To(Succeed())
+	g.Expect(l.submit(ctx, key, quota.Op{Name: "c", New: demand(1, 0), DryRun: true})).To(Succeed())
+	old := demand(1, 1)
+	g.Expect(l.submit(ctx, key, quota.Op{Name: "a", New: demand(2, 1), Old: &old})).To(Succeed(), "covered by a's reservation")
+	g.Expect(store.updates.Load()).To(Equal(writes+1), "only the release wrote")
+	g.Expect(quota.LedgerUsage(store.ledger(), "")).To(Equal(quota.Usage{Agents: 1, Replicas: 2, GPUs: 2}))
+}
+
+func TestLedgersMissingQuota(t *testing.T) {
+	g := NewWithT(t)
+	l := newLedgers(newMemStore(agentraxv1alpha1.TenantQuotaSpec{MaxAgents: 1}), quota.DefaultGPUResourceName)
+	missing := types.NamespacedName{Namespace: "t", Name: "nope"}
+	err := l.submit(context.Background(), missing, quota.Op{Name: "a", New: demand(1, 0)})
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue())
+	g.Expect(err.Error()).To(ContainSubstring("spec.tenantRef: Not found"))
+	g.Expect(l.submit(context.Background(), missing, quota.Op{Name: "a", Release: true})).To(Succeed())
+}
