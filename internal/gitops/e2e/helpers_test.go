@@ -178,8 +178,6 @@ func deliver(url, ns string, body []byte, secret string, event string) (int, map
 
 // newTenant creates a tenant namespace with the webhook Secret and the provisioner and pruner ServiceAccounts, bound
 // to write-only roles in that namespace (plus extra cluster rules when given).
-//
-//nolint:unparam // crd_test.go (build tag gitops_crd, failing: see docs/gitops.md) passes cluster rules.
 func newTenant(ctx context.Context, clusterRules ...rbacv1.PolicyRule) string {
 	ns := "tenant-" + rand.String(6)
 	c := env.Client
