@@ -38,6 +38,16 @@ data:
 // startGitops runs the gitops pipeline all-in-one against the dev control plane with a local repository served by
 // `git daemon` on loopback, a tenant namespace and a source target pointing at the repository's deploy/ path,
 // and deploys it once with a Retrieve. It returns what to print and a stop function.
+// gitDaemon is the git-daemon program itself: `git daemon` runs it as a child process, which outlives a killed
+// `git` and would keep serving (and its port) after the test.
+func gitDaemon() (string, error) {
+	out, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		return "", fmt.Errorf("git --exec-path: %w", err)
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "git-daemon"), nil
+}
+
 func startGitops(ctx context.Context, env *testenv.Env, dir string) (string, func(), error) {
 	if _, err := exec.LookPath("git"); err != nil {
 		return "", nil, fmt.Errorf("the gitops demo needs git: %w", err)
@@ -80,7 +90,11 @@ func startGitops(ctx context.Context, env *testenv.Env, dir string) (string, fun
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	daemon := exec.CommandContext(ctx, "git", "daemon", "--export-all", "--reuseaddr", "--listen=127.0.0.1",
+	daemonBin, err := gitDaemon()
+	if err != nil {
+		return "", nil, err
+	}
+	daemon := exec.CommandContext(ctx, daemonBin, "--export-all", "--reuseaddr", "--listen=127.0.0.1",
 		fmt.Sprintf("--port=%d", port), "--base-path="+filepath.Join(dir, "srv"), filepath.Join(dir, "srv"))
 	if err := daemon.Start(); err != nil {
 		return "", nil, err

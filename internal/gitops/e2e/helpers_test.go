@@ -44,6 +44,16 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// gitDaemon is the git-daemon program itself: `git daemon` runs it as a child process, which outlives a killed
+// `git` and would keep serving (and its port) after the test.
+func gitDaemon() (string, error) {
+	out, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		return "", fmt.Errorf("git --exec-path: %w", err)
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "git-daemon"), nil
+}
+
 func startGitDaemon() (*gitServer, error) {
 	if _, err := exec.LookPath("git"); err != nil {
 		return nil, fmt.Errorf("git is required for the gitops tests: %w", err)
@@ -56,7 +66,11 @@ func startGitDaemon() (*gitServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("git", "daemon", "--export-all", "--reuseaddr", "--listen=127.0.0.1",
+	daemon, err := gitDaemon()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(daemon, "--export-all", "--reuseaddr", "--listen=127.0.0.1",
 		fmt.Sprintf("--port=%d", port), "--base-path="+base, base)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if os.Getenv("QUARTET_TEST_LOGS") == "" {
@@ -178,8 +192,6 @@ func deliver(url, ns string, body []byte, secret string, event string) (int, map
 
 // newTenant creates a tenant namespace with the webhook Secret and the provisioner and pruner ServiceAccounts, bound
 // to write-only roles in that namespace (plus extra cluster rules when given).
-//
-//nolint:unparam // crd_test.go (build tag gitops_crd, failing: see docs/gitops.md) passes cluster rules.
 func newTenant(ctx context.Context, clusterRules ...rbacv1.PolicyRule) string {
 	ns := "tenant-" + rand.String(6)
 	c := env.Client

@@ -1,6 +1,7 @@
 package labeler
 
 import (
+	"context"
 	"errors"
 	"io"
 
@@ -33,10 +34,12 @@ func label(pc pipeline.Context, m *katastromav1.Manifest) (*katastromav1.Manifes
 	return pipeline.Encode(u)
 }
 
+var errNoTenant = status.Error(codes.FailedPrecondition, "baggage lacks the tenant, namespace or source target")
+
 func tenantContext(stream grpc.ServerStream) (pipeline.Context, error) {
 	pc := pipeline.FromContext(stream.Context())
 	if pc.Tenant == "" || pc.Namespace == "" || pc.SourceTarget == "" {
-		return pc, status.Error(codes.FailedPrecondition, "baggage lacks the tenant, namespace or source target")
+		return pc, errNoTenant
 	}
 	return pc, nil
 }
@@ -68,35 +71,32 @@ func (s *Server) LabelStream(stream grpc.BidiStreamingServer[katastromav1.Manife
 	}
 }
 
-// Label labels every manifest and forwards them to the provisioner (when Next is set).
-func (s *Server) Label(stream grpc.ClientStreamingServer[katastromav1.Manifest, katastromav1.StageSummary]) (err error) {
-	ctx, span := stage.Start(stream.Context(), StageName)
-	defer func() { stage.End(span, err) }()
-	pc, err := tenantContext(stream)
-	if err != nil {
-		return err
-	}
-	in, err := stage.RecvAll(stream)
-	if err != nil {
-		return err
+// labelAll labels a whole input set after checking it is complete.
+func labelAll(ctx context.Context, in []*katastromav1.Manifest) ([]*katastromav1.Manifest, error) {
+	pc := pipeline.FromContext(ctx)
+	if pc.Tenant == "" || pc.Namespace == "" || pc.SourceTarget == "" {
+		return nil, errNoTenant
 	}
 	if err := pipeline.CheckCount(ctx, len(in)); err != nil {
-		return status.Error(codes.DataLoss, err.Error())
+		return nil, status.Error(codes.DataLoss, err.Error())
 	}
 	out := make([]*katastromav1.Manifest, 0, len(in))
 	for _, m := range in {
 		l, err := label(pc, m)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		out = append(out, l)
 	}
 	stage.CountObject(StageName, "labeled", len(out))
-	sum := &katastromav1.StageSummary{Stage: StageName, Objects: int32(len(out))}
+	return out, nil
+}
+
+// Label labels every manifest and forwards them to the provisioner (when Next is set).
+func (s *Server) Label(stream grpc.ClientStreamingServer[katastromav1.Manifest, katastromav1.StageSummary]) error {
+	var next stage.Opener[katastromav1.Manifest]
 	if s.Next != nil {
-		if sum.Downstream, err = stage.Forward(ctx, s.Next.Provision, out); err != nil {
-			return err
-		}
+		next = s.Next.Provision
 	}
-	return stream.SendAndClose(sum)
+	return stage.ServeForward(StageName, stream, labelAll, next)
 }

@@ -57,42 +57,15 @@ func (s *Server) order(ctx context.Context, in []*katastromav1.Manifest) ([]*kat
 }
 
 // OrderStream receives manifests until the client half-closes, then streams them back in order.
-func (s *Server) OrderStream(stream grpc.BidiStreamingServer[katastromav1.Manifest, katastromav1.Manifest]) (err error) {
-	ctx, span := stage.Start(stream.Context(), StageName)
-	defer func() { stage.End(span, err) }()
-	in, err := stage.RecvAll(stream)
-	if err != nil {
-		return err
-	}
-	out, err := s.order(ctx, in)
-	if err != nil {
-		return err
-	}
-	for _, m := range out {
-		if err := stream.Send(m); err != nil {
-			return err
-		}
-	}
-	return nil
+func (s *Server) OrderStream(stream grpc.BidiStreamingServer[katastromav1.Manifest, katastromav1.Manifest]) error {
+	return stage.ServeStream(StageName, stream, s.order)
 }
 
 // Order receives manifests, orders them and forwards them to the labeler (when Next is set).
-func (s *Server) Order(stream grpc.ClientStreamingServer[katastromav1.Manifest, katastromav1.StageSummary]) (err error) {
-	ctx, span := stage.Start(stream.Context(), StageName)
-	defer func() { stage.End(span, err) }()
-	in, err := stage.RecvAll(stream)
-	if err != nil {
-		return err
-	}
-	out, err := s.order(ctx, in)
-	if err != nil {
-		return err
-	}
-	sum := &katastromav1.StageSummary{Stage: StageName, Objects: int32(len(out))}
+func (s *Server) Order(stream grpc.ClientStreamingServer[katastromav1.Manifest, katastromav1.StageSummary]) error {
+	var next stage.Opener[katastromav1.Manifest]
 	if s.Next != nil {
-		if sum.Downstream, err = stage.Forward(ctx, s.Next.Label, out); err != nil {
-			return err
-		}
+		next = s.Next.Label
 	}
-	return stream.SendAndClose(sum)
+	return stage.ServeForward(StageName, stream, s.order, next)
 }

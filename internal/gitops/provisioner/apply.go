@@ -11,10 +11,11 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
@@ -84,67 +85,85 @@ func (c *Clients) As(ns, sa string) (client.Client, error) {
 }
 
 // applier applies objects in the order received: foundations (Namespaces, CRDs) as they come, and before the
-// first other object it waits for every CRD applied so far to be established.
+// first other object it waits for every CRD applied so far to be established. add is safe for concurrent use
+// (see applyAll); mu guards everything below it.
 type applier struct {
-	clients  *Clients
-	as       client.Client
-	pc       pipeline.Context
+	clients *Clients
+	as      client.Client
+	pc      pipeline.Context
+	// EstablishTimeout bounds the wait for a CRD.
+	establishTimeout time.Duration
+
+	mu       sync.Mutex
 	pending  []string // CRDs not yet known to be established
 	results  []*katastromav1.ObjectResult
 	applied  []*katastromav1.ObjectRef
 	failures int
-	// EstablishTimeout bounds the wait for a CRD.
-	establishTimeout time.Duration
-	// mapper and platform resolve kinds; after new CRDs they are rebuilt so the new kinds resolve.
-	mapper   meta.RESTMapper
-	platform client.Client
+	// live holds, per kind and namespace, the manifest hash of each live object labelled with this source
+	// target (see liveHash).
+	live map[liveKey]map[string]string
+	// establishErr remembers a failed wait so the objects after it fail at once instead of waiting again each.
+	establishErr error
 }
 
-// refresh rebuilds the mapper and the clients of this applier, so kinds of CRDs applied in this run resolve.
-func (a *applier) refresh() error {
-	hc, err := rest.HTTPClientFor(a.clients.Config)
-	if err != nil {
-		return err
+// applyWorkers bounds the applies in flight for one source target. kubectl applies one object after the other;
+// each apply mostly waits for the API server's storage write, so a few in flight cut the wall time of a large
+// set severalfold without loading the server much more.
+const applyWorkers = 8
+
+// applyAll applies objs in their order with a barrier between kinds: objects of one kind never need each other,
+// while a kind may need an earlier one (a Namespace, a CRD, a ServiceAccount a workload runs as), so a run of
+// consecutive objects of the same kind is applied concurrently and the next kind starts when the run finished.
+func (a *applier) applyAll(ctx context.Context, objs []*unstructured.Unstructured) {
+	sem := make(chan struct{}, applyWorkers)
+	for i := 0; i < len(objs); {
+		gk := objs[i].GroupVersionKind().GroupKind()
+		j := i + 1
+		for j < len(objs) && objs[j].GroupVersionKind().GroupKind() == gk {
+			j++
+		}
+		var wg sync.WaitGroup
+		for _, u := range objs[i:j] {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				a.add(ctx, u)
+			})
+		}
+		wg.Wait()
+		i = j
 	}
-	m, err := apiutilMapper(a.clients.Config, hc)
-	if err != nil {
-		return err
-	}
-	p, err := client.New(a.clients.Config, client.Options{Scheme: a.clients.Scheme, Mapper: m, HTTPClient: hc})
-	if err != nil {
-		return err
-	}
-	cfg := rest.CopyConfig(a.clients.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + a.pc.Namespace + ":" + ServiceAccount,
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + a.pc.Namespace, "system:authenticated"}}
-	as, err := client.New(cfg, client.Options{Scheme: a.clients.Scheme, Mapper: m})
-	if err != nil {
-		return err
-	}
-	a.mapper, a.platform, a.as = m, p, as
-	return nil
 }
 
-func (a *applier) result(u *unstructured.Unstructured, action string, err error) *katastromav1.ObjectResult {
+// add applies one object and records and returns its result.
+func (a *applier) add(ctx context.Context, u *unstructured.Unstructured) *katastromav1.ObjectResult {
+	action, err := a.apply(ctx, u)
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	r := &katastromav1.ObjectResult{Object: pipeline.Ref(u), Action: action}
 	if err != nil {
 		r.Error = err.Error()
 		a.failures++
+	} else {
+		a.applied = append(a.applied, r.GetObject())
+		if u.GetKind() == "CustomResourceDefinition" {
+			a.pending = append(a.pending, u.GetName())
+		}
 	}
 	a.results = append(a.results, r)
 	return r
 }
 
-// add applies one object and returns its result.
-func (a *applier) add(ctx context.Context, u *unstructured.Unstructured) *katastromav1.ObjectResult {
+// apply server-side applies u unless its live object already carries the same manifest hash.
+func (a *applier) apply(ctx context.Context, u *unstructured.Unstructured) (string, error) {
 	if !orderer.IsFoundation(u) {
 		if err := a.waitEstablished(ctx); err != nil {
-			return a.result(u, ActionFailed, err)
+			return ActionFailed, err
 		}
 	}
-	mapping, err := a.mapper.RESTMapping(u.GroupVersionKind().GroupKind(), u.GroupVersionKind().Version)
+	mapping, err := a.clients.Mapper.RESTMapping(u.GroupVersionKind().GroupKind(), u.GroupVersionKind().Version)
 	if err != nil {
-		return a.result(u, ActionFailed, fmt.Errorf("resolving %s: %w", u.GroupVersionKind(), err))
+		return ActionFailed, fmt.Errorf("resolving %s: %w", u.GroupVersionKind(), err)
 	}
 	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
 		if u.GetNamespace() == "" {
@@ -153,39 +172,29 @@ func (a *applier) add(ctx context.Context, u *unstructured.Unstructured) *katast
 	} else {
 		u.SetNamespace("")
 	}
-	live := &unstructured.Unstructured{}
-	live.SetGroupVersionKind(u.GroupVersionKind())
-	err = a.platform.Get(ctx, types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, live)
+	hash, err := a.liveHash(ctx, u)
 	switch {
-	case err == nil && live.GetAnnotations()[pipeline.AnnotationHash] == u.GetAnnotations()[pipeline.AnnotationHash] &&
-		live.GetAnnotations()[pipeline.AnnotationHash] != "" && live.GetDeletionTimestamp() == nil:
-		a.applied = append(a.applied, pipeline.Ref(u))
-		a.trackCRD(u)
-		return a.result(u, ActionUnchanged, nil)
-	case err != nil && !apierrors.IsNotFound(err):
-		return a.result(u, ActionFailed, fmt.Errorf("reading the live object: %w", err))
+	case err != nil:
+		return ActionFailed, fmt.Errorf("reading the live objects: %w", err)
+	case hash != "" && hash == u.GetAnnotations()[pipeline.AnnotationHash]:
+		return ActionUnchanged, nil
 	}
 	u.SetResourceVersion("")
 	u.SetManagedFields(nil)
 	if err := a.as.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(pipeline.FieldManager),
 		client.ForceOwnership); err != nil {
-		return a.result(u, ActionFailed, err)
+		return ActionFailed, err
 	}
-	a.applied = append(a.applied, pipeline.Ref(u))
-	a.trackCRD(u)
-	return a.result(u, ActionApplied, nil)
+	return ActionApplied, nil
 }
 
-func (a *applier) trackCRD(u *unstructured.Unstructured) {
-	if u.GetKind() == "CustomResourceDefinition" {
-		a.pending = append(a.pending, u.GetName())
-	}
-}
-
-// waitEstablished waits until every pending CRD reports Established and its kind resolves.
+// waitEstablished waits until every pending CRD reports Established and its kind resolves. It holds mu
+// throughout: concurrent callers need the same answer.
 func (a *applier) waitEstablished(ctx context.Context) error {
-	if len(a.pending) == 0 {
-		return nil
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.pending) == 0 || a.establishErr != nil {
+		return a.establishErr
 	}
 	timeout := a.establishTimeout
 	if timeout == 0 {
@@ -194,22 +203,94 @@ func (a *applier) waitEstablished(ctx context.Context) error {
 	for _, name := range a.pending {
 		var last error
 		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-			crd := &apiextensionsv1.CustomResourceDefinition{}
-			if last = a.clients.Platform.Get(ctx, types.NamespacedName{Name: name}, crd); last != nil {
+			crd, err := a.readCRD(ctx, name)
+			if last = err; err != nil {
 				return false, nil
 			}
-			for _, c := range crd.Status.Conditions {
-				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
+			if !established(crd) {
+				last = errors.New("not established yet")
+				return false, nil
 			}
-			last = errors.New("not established yet")
-			return false, nil
+			// The shared dynamic mapper reloads a group it does not know on a miss, so once discovery serves
+			// the new kind it resolves without rebuilding the mapper or the clients.
+			_, last = a.clients.Mapper.RESTMapping(schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind})
+			return last == nil, nil
 		})
 		if err != nil {
-			return fmt.Errorf("CRD %s did not become established: %w", name, errors.Join(err, last))
+			a.establishErr = fmt.Errorf("CRD %s did not become established: %w", name, errors.Join(err, last))
+			return a.establishErr
 		}
 	}
 	a.pending = nil
-	return a.refresh()
+	return nil
+}
+
+// crdGVK is read as unstructured: the stage's scheme is the caller's (cmd/katastroma passes the operator's) and
+// need not register apiextensions, and a typed Get would then fail with "no kind is registered" on every poll.
+var crdGVK = apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition")
+
+// readCRD reads a CRD with the platform identity (the tenant identities have no read verbs).
+func (a *applier) readCRD(ctx context.Context, name string) (*apiextensionsv1.CustomResourceDefinition, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(crdGVK)
+	if err := a.clients.Platform.Get(ctx, types.NamespacedName{Name: name}, u); err != nil {
+		return nil, err
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, crd); err != nil {
+		return nil, err
+	}
+	return crd, nil
+}
+
+func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+type liveKey struct {
+	gvk       schema.GroupVersionKind
+	namespace string
+}
+
+// liveHash returns the manifest-hash annotation of u's live object, "" when it does not exist, is being deleted or
+// is not labelled with u's source target. The first object of a kind and namespace lists the metadata of all of
+// them with the source-target label: one request per kind instead of a read per object, which on a large set
+// is as many requests as the applies themselves. The list runs under mu, so concurrent objects of the kind
+// wait for it instead of listing again.
+func (a *applier) liveHash(ctx context.Context, u *unstructured.Unstructured) (string, error) {
+	target := u.GetLabels()[pipeline.LabelSourceTarget]
+	if target == "" {
+		return "", nil // not labelled by the labeler: always applied
+	}
+	key := liveKey{gvk: u.GroupVersionKind(), namespace: u.GetNamespace()}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	hashes, ok := a.live[key]
+	if !ok {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(key.gvk.GroupVersion().WithKind(key.gvk.Kind + "List"))
+		opts := []client.ListOption{client.MatchingLabels{pipeline.LabelSourceTarget: target}}
+		if key.namespace != "" {
+			opts = append(opts, client.InNamespace(key.namespace))
+		}
+		if err := a.clients.Platform.List(ctx, list, opts...); err != nil {
+			return "", err
+		}
+		hashes = make(map[string]string, len(list.Items))
+		for _, o := range list.Items {
+			if o.DeletionTimestamp == nil {
+				hashes[o.Name] = o.Annotations[pipeline.AnnotationHash]
+			}
+		}
+		if a.live == nil {
+			a.live = map[liveKey]map[string]string{}
+		}
+		a.live[key] = hashes
+	}
+	return hashes[u.GetName()], nil
 }

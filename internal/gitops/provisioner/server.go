@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	katastromav1 "github.com/quartet-dev/quartet-operator/internal/gitops/gen/katastroma/v1"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/inventory"
@@ -53,7 +54,7 @@ func (s *Server) begin(ctx context.Context) (*applier, error) {
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	return &applier{clients: s.Clients, as: as, pc: pc, mapper: s.Clients.Mapper, platform: s.Clients.Platform}, nil
+	return &applier{clients: s.Clients, as: as, pc: pc}, nil
 }
 
 // record re-checks the lease and records the applied set as the inventory, moving whatever the previous
@@ -155,13 +156,15 @@ func (s *Server) Provision(stream grpc.ClientStreamingServer[katastromav1.Manife
 			"the render produced no objects; refusing to record an empty set (annotate the source target with "+
 				pipeline.AnnotationOffboard+"=true to remove everything)")
 	}
+	objs := make([]*unstructured.Unstructured, 0, len(in))
 	for i, m := range in {
 		u, err := pipeline.Decode(m)
 		if err != nil {
 			return status.Errorf(codes.InvalidArgument, "manifest %d: %v", i, err)
 		}
-		a.add(ctx, u)
+		objs = append(objs, u)
 	}
+	a.applyAll(ctx, objs)
 	if err := s.finish(span, a); err != nil {
 		return err
 	}

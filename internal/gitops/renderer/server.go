@@ -62,42 +62,15 @@ func (s *Server) render(ctx context.Context, chunks []*katastromav1.Chunk) ([]*k
 }
 
 // RenderStream receives the tar chunks until the client half-closes and streams the manifests back.
-func (s *Server) RenderStream(stream grpc.BidiStreamingServer[katastromav1.Chunk, katastromav1.Manifest]) (err error) {
-	ctx, span := stage.Start(stream.Context(), StageName)
-	defer func() { stage.End(span, err) }()
-	chunks, err := stage.RecvAll(stream)
-	if err != nil {
-		return err
-	}
-	out, err := s.render(ctx, chunks)
-	if err != nil {
-		return err
-	}
-	for _, m := range out {
-		if err := stream.Send(m); err != nil {
-			return err
-		}
-	}
-	return nil
+func (s *Server) RenderStream(stream grpc.BidiStreamingServer[katastromav1.Chunk, katastromav1.Manifest]) error {
+	return stage.ServeStream(StageName, stream, s.render)
 }
 
 // Render receives the tar chunks, renders and forwards the manifests to the orderer (when Next is set).
-func (s *Server) Render(stream grpc.ClientStreamingServer[katastromav1.Chunk, katastromav1.StageSummary]) (err error) {
-	ctx, span := stage.Start(stream.Context(), StageName)
-	defer func() { stage.End(span, err) }()
-	chunks, err := stage.RecvAll(stream)
-	if err != nil {
-		return err
-	}
-	out, err := s.render(ctx, chunks)
-	if err != nil {
-		return err
-	}
-	sum := &katastromav1.StageSummary{Stage: StageName, Objects: int32(len(out))}
+func (s *Server) Render(stream grpc.ClientStreamingServer[katastromav1.Chunk, katastromav1.StageSummary]) error {
+	var next stage.Opener[katastromav1.Manifest]
 	if s.Next != nil {
-		if sum.Downstream, err = stage.Forward(ctx, s.Next.Order, out); err != nil {
-			return err
-		}
+		next = s.Next.Order
 	}
-	return stream.SendAndClose(sum)
+	return stage.ServeForward(StageName, stream, s.render, next)
 }

@@ -79,3 +79,50 @@ func Bidi[In, Out any](stream grpc.BidiStreamingClient[In, Out], msgs []*In) ([]
 	}
 	return out, nil
 }
+
+// Transform is a stage's work on its whole input.
+type Transform[In, Out any] func(ctx context.Context, in []*In) ([]*Out, error)
+
+// ServeStream serves a stage's bidirectional RPC that needs its whole input (renderer, orderer): it opens the
+// stage span, receives until the client half-closes, transforms and streams the output back.
+func ServeStream[In, Out any](name string, stream grpc.BidiStreamingServer[In, Out], f Transform[In, Out]) (err error) {
+	ctx, span := Start(stream.Context(), name)
+	defer func() { End(span, err) }()
+	in, err := RecvAll(stream)
+	if err != nil {
+		return err
+	}
+	out, err := f(ctx, in)
+	if err != nil {
+		return err
+	}
+	for _, m := range out {
+		if err := stream.Send(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ServeForward serves a stage's client-streaming RPC: it opens the stage span, receives the whole input,
+// transforms it, forwards the output to next (nil ends the chain) and answers with a summary nesting next's.
+func ServeForward[In, Out any](name string, stream grpc.ClientStreamingServer[In, katastromav1.StageSummary],
+	f Transform[In, Out], next Opener[Out]) (err error) {
+	ctx, span := Start(stream.Context(), name)
+	defer func() { End(span, err) }()
+	in, err := RecvAll(stream)
+	if err != nil {
+		return err
+	}
+	out, err := f(ctx, in)
+	if err != nil {
+		return err
+	}
+	sum := &katastromav1.StageSummary{Stage: name, Objects: int32(len(out))}
+	if next != nil {
+		if sum.Downstream, err = Forward(ctx, next, out); err != nil {
+			return err
+		}
+	}
+	return stream.SendAndClose(sum)
+}

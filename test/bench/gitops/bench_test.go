@@ -120,6 +120,16 @@ func resourceVersions(ctx context.Context, b *testing.B, c client.Client, ns str
 	return out
 }
 
+// gitDaemon is the git-daemon program itself: `git daemon` runs it as a child process, which outlives a killed
+// `git` and would keep serving (and its port) after the test.
+func gitDaemon() (string, error) {
+	out, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		return "", fmt.Errorf("git --exec-path: %w", err)
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "git-daemon"), nil
+}
+
 func BenchmarkPipelineVsKubectl(b *testing.B) {
 	ctx := context.Background()
 	env, err := testenv.Start(testenv.Options{})
@@ -151,7 +161,9 @@ func BenchmarkPipelineVsKubectl(b *testing.B) {
 	must(b, err)
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	daemon := exec.Command("git", "daemon", "--export-all", "--reuseaddr", "--listen=127.0.0.1",
+	daemonBin, err := gitDaemon()
+	must(b, err)
+	daemon := exec.Command(daemonBin, "--export-all", "--reuseaddr", "--listen=127.0.0.1",
 		fmt.Sprintf("--port=%d", port), "--base-path="+filepath.Join(base, "srv"), filepath.Join(base, "srv"))
 	must(b, daemon.Start())
 	defer func() { _ = daemon.Process.Kill(); _ = daemon.Wait() }()
