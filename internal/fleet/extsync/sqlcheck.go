@@ -113,7 +113,7 @@ func scanWords(q string) ([]string, error) {
 	return words, nil
 }
 
-// skipQuoted skips a quoted token starting at i; a doubled quote or a backslash escapes (MySQL and E'' strings).
+// skipQuoted skips a quoted token starting at i; a doubled quote or a backslash escapes (MySQL and E” strings).
 func skipQuoted(rs []rune, i int, q rune) (int, error) {
 	for j := i + 1; j < len(rs); j++ {
 		switch rs[j] {
