@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+
+	fleetv1alpha1 "github.com/quartet-dev/quartet-operator/apis/fleet/v1alpha1"
 )
 
 // forbiddenWords may not appear as a bare word anywhere in a query (outside string literals and quoted
@@ -20,11 +22,12 @@ var forbiddenWords = map[string]bool{
 	"unlisten": true, "update": true, "vacuum": true, "outfile": true, "dumpfile": true,
 }
 
-// CheckSelectQuery returns why query is not a single read-only SELECT (or WITH … SELECT), or nil. Comments are
-// ignored (a leading /* */ cannot hide the first keyword), literals and quoted identifiers are skipped, a
-// semicolon is allowed only as the last character, and no write keyword may appear as a word.
-func CheckSelectQuery(query string) error {
-	words, err := scanWords(query)
+// CheckSelectQuery returns why query is not a single read-only SELECT (or WITH … SELECT) for the driver, or
+// nil. Comments are ignored (a leading /* */ cannot hide the first keyword), literals and quoted identifiers are
+// skipped with the driver's lexical rules (# comments only for MySQL, $tag$ quotes and nested comments only for
+// PostgreSQL), a semicolon is allowed only as the last character, and no write keyword may appear as a word.
+func CheckSelectQuery(driver fleetv1alpha1.SQLDriver, query string) error {
+	words, err := scanWords(query, driver == fleetv1alpha1.SQLDriverMySQL)
 	if err != nil {
 		return err
 	}
@@ -49,22 +52,21 @@ func CheckSelectQuery(query string) error {
 
 // scanWords lower-cases the bare words of query, skipping comments, literals and quoted identifiers, and fails
 // on a statement separator or an unterminated token.
-func scanWords(q string) ([]string, error) {
+func scanWords(q string, mysql bool) ([]string, error) {
 	var words []string
 	rs := []rune(q)
 	for i := 0; i < len(rs); {
 		c := rs[i]
 		switch {
-		case c == '-' && i+1 < len(rs) && rs[i+1] == '-', c == '#':
+		case c == '-' && i+1 < len(rs) && rs[i+1] == '-', c == '#' && mysql:
 			for i < len(rs) && rs[i] != '\n' {
 				i++
 			}
 		case c == '/' && i+1 < len(rs) && rs[i+1] == '*':
-			// PostgreSQL nests block comments; MySQL does not. Counting nesting fails closed for MySQL: an
-			// unbalanced /* inside a comment makes the rest a comment here, and then unterminated.
+			// PostgreSQL nests block comments; MySQL does not.
 			depth := 0
 			for i < len(rs) {
-				if rs[i] == '/' && i+1 < len(rs) && rs[i+1] == '*' {
+				if rs[i] == '/' && i+1 < len(rs) && rs[i+1] == '*' && (!mysql || depth == 0) {
 					depth++
 					i += 2
 					continue
@@ -88,7 +90,7 @@ func scanWords(q string) ([]string, error) {
 				return nil, err
 			}
 			i = j
-		case c == '$':
+		case c == '$' && !mysql:
 			j, err := skipDollar(rs, i)
 			if err != nil {
 				return nil, err
@@ -113,12 +115,14 @@ func scanWords(q string) ([]string, error) {
 	return words, nil
 }
 
-// skipQuoted skips a quoted token starting at i; a doubled quote or a backslash escapes (MySQL and E” strings).
+// skipQuoted skips a quoted token starting at i, where a doubled quote escapes the quote. Backslashes are
+// refused: MySQL reads them as escapes and PostgreSQL's standard strings do not, so 'a\'; DELETE …; SELECT '
+// would be one literal to one reader and three statements to the other.
 func skipQuoted(rs []rune, i int, q rune) (int, error) {
 	for j := i + 1; j < len(rs); j++ {
 		switch rs[j] {
 		case '\\':
-			j++
+			return 0, errors.New("backslashes inside quotes are not allowed (databases disagree on their meaning)")
 		case q:
 			if j+1 < len(rs) && rs[j+1] == q {
 				j++
