@@ -19,14 +19,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	fleetv1alpha1 "github.com/quartet-dev/quartet-operator/apis/fleet/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/fleet/attributes"
-	"github.com/quartet-dev/quartet-operator/internal/fleet/selector"
 	fleetclient "github.com/quartet-dev/quartet-operator/internal/fleet/client"
+	"github.com/quartet-dev/quartet-operator/internal/fleet/selector"
 	"github.com/quartet-dev/quartet-operator/internal/kube"
 	"github.com/quartet-dev/quartet-operator/internal/telemetry"
 )

@@ -22,7 +22,9 @@ const (
 	ownedCollectorField = "status.ownedKeys.collectorID"
 )
 
-func ownerKey(kind fleetv1alpha1.OwnerKind, ns, name string) string { return string(kind) + "/" + ns + "/" + name }
+func ownerKey(kind fleetv1alpha1.OwnerKind, ns, name string) string {
+	return string(kind) + "/" + ns + "/" + name
+}
 
 func indexCollectors(ctx context.Context, mgr manager.Manager) error {
 	if err := kube.IndexField(ctx, mgr, &fleetv1alpha1.Collector{}, collectorIDField, func(o client.Object) []string {
