@@ -136,6 +136,8 @@ func (r *CollectorReconciler) sync(ctx context.Context, c *fleetv1alpha1.Collect
 	case err != nil:
 		return r.failed(c, "Get", err)
 	}
+	// Policies select on the attributes the collector reports now, not those of the last reconcile.
+	c.Status.LocalAttributes = remote.GetLocalAttributes()
 	claims, err := r.claims(ctx, c)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -322,7 +324,12 @@ func (r *CollectorReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 		Named(CollectorControllerName).
 		For(&fleetv1alpha1.Collector{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{},
-			predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return !e.ObjectNew.GetDeletionTimestamp().IsZero() }}))).
+			predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+				// Local attributes are inputs of policy selectors: a change (first seen after registration) must
+				// re-evaluate the policies.
+				o, n := e.ObjectOld.(*fleetv1alpha1.Collector), e.ObjectNew.(*fleetv1alpha1.Collector)
+				return !n.DeletionTimestamp.IsZero() || !maps.Equal(o.Status.LocalAttributes, n.Status.LocalAttributes)
+			}}))).
 		Watches(&fleetv1alpha1.RemoteAttributePolicy{}, handler.EnqueueRequestsFromMapFunc(r.collectorsOfPolicy),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&fleetv1alpha1.ExternalAttributeSync{}, handler.EnqueueRequestsFromMapFunc(r.collectorsOfSync),
