@@ -57,7 +57,7 @@ func indexSyncs(ctx context.Context, mgr manager.Manager) error {
 	})
 }
 
-// collectorsByID are the requests for the Collectors of ns with these IDs, plus those whose attributes owner
+// collectorRequests are the requests for the Collectors of ns with these IDs, plus those whose attributes owner
 // names; duplicates are removed.
 func collectorRequests(ctx context.Context, c client.Reader, ns string, ids []string, owner string) []reconcile.Request {
 	seen := map[string]bool{}
