@@ -125,8 +125,11 @@ func numericHost(h string) bool {
 			}
 			continue // a bare "0x" is still numeric for inet_aton
 		}
+		hex := strings.HasPrefix(label, "0x")
 		for _, c := range l {
-			if !(c >= '0' && c <= '9' || strings.HasPrefix(label, "0x") && (c >= 'a' && c <= 'f')) {
+			digit := c >= '0' && c <= '9'
+			hexLetter := hex && c >= 'a' && c <= 'f'
+			if !digit && !hexLetter {
 				return false
 			}
 		}

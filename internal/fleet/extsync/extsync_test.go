@@ -118,7 +118,7 @@ func FuzzCheckSelectQuery(f *testing.F) {
 		if err := CheckSelectQuery(d, q+"\n; DELETE FROM t"); err == nil {
 			// Only possible when the suffix was swallowed by a comment or literal that the accepted query left
 			// open — which the scanner refuses — or by a line comment, which hides it from the server too.
-			if !strings.Contains(q, "--") && !(mysql && strings.Contains(q, "#")) {
+			if !strings.Contains(q, "--") && (!mysql || !strings.Contains(q, "#")) {
 				t.Fatalf("%q accepted, and so was the query with a DELETE appended", q)
 			}
 		}
