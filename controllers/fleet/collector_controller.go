@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -17,12 +18,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	fleetv1alpha1 "github.com/quartet-dev/quartet-operator/apis/fleet/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/fleet/attributes"
 	fleetclient "github.com/quartet-dev/quartet-operator/internal/fleet/client"
+	"github.com/quartet-dev/quartet-operator/internal/fleet/selector"
 	"github.com/quartet-dev/quartet-operator/internal/kube"
 	"github.com/quartet-dev/quartet-operator/internal/telemetry"
 )
@@ -48,6 +52,8 @@ type CollectorReconciler struct {
 // +kubebuilder:rbac:groups=fleetmanagement.grafana.com,resources=collectors,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=fleetmanagement.grafana.com,resources=collectors/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=fleetmanagement.grafana.com,resources=collectors/finalizers,verbs=update
+// +kubebuilder:rbac:groups=fleetmanagement.grafana.com,resources=remoteattributepolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=fleetmanagement.grafana.com,resources=externalattributesyncs,verbs=get;list;watch
 
 // Reconcile reads the collector from Fleet, pushes the attribute diff and patches status once.
 func (r *CollectorReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -71,10 +77,41 @@ func (r *CollectorReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	return res, err
 }
 
-// claims are the attribute claims on this collector. RemoteAttributePolicies and ExternalAttributeSyncs add
-// theirs here once their controllers exist; attributes.Resolve already orders all three kinds.
-func claims(c *fleetv1alpha1.Collector) []attributes.Claim {
-	return []attributes.Claim{{Kind: fleetv1alpha1.OwnerCollector, Name: c.Namespace + "/" + c.Name, Attributes: c.Spec.RemoteAttributes}}
+// claims are every attribute claim on this collector: its own spec, the RemoteAttributePolicies of its namespace
+// whose selector matches it, and the ExternalAttributeSyncs of its namespace that own keys for its ID (found
+// through the ownedKeys index). attributes.Resolve orders them.
+func (r *CollectorReconciler) claims(ctx context.Context, c *fleetv1alpha1.Collector) ([]attributes.Claim, error) {
+	out := []attributes.Claim{{Kind: fleetv1alpha1.OwnerCollector, Name: c.Namespace + "/" + c.Name, Attributes: c.Spec.RemoteAttributes}}
+	policies := &fleetv1alpha1.RemoteAttributePolicyList{}
+	if err := r.List(ctx, policies, client.InNamespace(c.Namespace)); err != nil {
+		return nil, err
+	}
+	for i := range policies.Items {
+		p := &policies.Items[i]
+		sel, err := selector.Compile(p.Spec.Selector)
+		if err != nil || !p.DeletionTimestamp.IsZero() || !sel.MatchesCollector(c) {
+			continue // a selector that does not compile matches nothing (admission refuses it anyway)
+		}
+		out = append(out, attributes.Claim{Kind: fleetv1alpha1.OwnerRemoteAttributePolicy, Name: p.Namespace + "/" + p.Name,
+			Priority: p.Spec.Priority, Attributes: p.Spec.Attributes})
+	}
+	syncs := &fleetv1alpha1.ExternalAttributeSyncList{}
+	if err := r.List(ctx, syncs, client.InNamespace(c.Namespace), client.MatchingFields{ownedCollectorField: c.Spec.ID}); err != nil {
+		return nil, err
+	}
+	for i := range syncs.Items {
+		s := &syncs.Items[i]
+		if !s.DeletionTimestamp.IsZero() {
+			continue
+		}
+		for _, o := range s.Status.OwnedKeys {
+			if o.CollectorID == c.Spec.ID {
+				out = append(out, attributes.Claim{Kind: fleetv1alpha1.OwnerExternalAttributeSync, Name: s.Namespace + "/" + s.Name,
+					Truncated: meta.IsStatusConditionTrue(s.Status.Conditions, fleetv1alpha1.ConditionTruncated), Attributes: o.Attributes})
+			}
+		}
+	}
+	return out, nil
 }
 
 func (r *CollectorReconciler) sync(ctx context.Context, c *fleetv1alpha1.Collector) (ctrl.Result, error) {
@@ -99,7 +136,13 @@ func (r *CollectorReconciler) sync(ctx context.Context, c *fleetv1alpha1.Collect
 	case err != nil:
 		return r.failed(c, "Get", err)
 	}
-	effective, owners := attributes.Resolve(claims(c))
+	// Policies select on the attributes the collector reports now, not those of the last reconcile.
+	c.Status.LocalAttributes = remote.GetLocalAttributes()
+	claims, err := r.claims(ctx, c)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	effective, owners := attributes.Resolve(claims)
 	ops := attributes.Diff(effective, c.Status.AttributeOwners, remote.GetRemoteAttributes())
 	wantName := c.Spec.Name != "" && c.Spec.Name != remote.GetName()
 	wantEnabled := c.Spec.Enabled != nil && (remote.Enabled == nil || *c.Spec.Enabled != remote.GetEnabled())
@@ -268,13 +311,56 @@ func (r *CollectorReconciler) removeOwned(ctx context.Context, c *fleetv1alpha1.
 }
 
 // SetupWithManager registers the controller: one reconcile at a time (the Fleet rate budget is shared), spec
-// changes and deletions only (its own status writes do not wake it), and a 30 minute backstop requeue.
-func (r *CollectorReconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager) error {
+// changes and deletions (its own status writes do not wake it), policy changes in the namespace, sync claims
+// that add or drop the collector, and a 30 minute backstop requeue.
+func (r *CollectorReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if err := indexCollectors(ctx, mgr); err != nil {
+		return err
+	}
+	if err := indexSyncs(ctx, mgr); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(CollectorControllerName).
 		For(&fleetv1alpha1.Collector{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{},
-			predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return !e.ObjectNew.GetDeletionTimestamp().IsZero() }}))).
+			predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+				// Local attributes are inputs of policy selectors: a change (first seen after registration) must
+				// re-evaluate the policies.
+				o, n := e.ObjectOld.(*fleetv1alpha1.Collector), e.ObjectNew.(*fleetv1alpha1.Collector)
+				return !n.DeletionTimestamp.IsZero() || !maps.Equal(o.Status.LocalAttributes, n.Status.LocalAttributes)
+			}}))).
+		Watches(&fleetv1alpha1.RemoteAttributePolicy{}, handler.EnqueueRequestsFromMapFunc(r.collectorsOfPolicy),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&fleetv1alpha1.ExternalAttributeSync{}, handler.EnqueueRequestsFromMapFunc(r.collectorsOfSync),
+			builder.WithPredicates(ownedKeysChanged)).
 		WithOptions(kube.ControllerOptions{MaxConcurrentReconciles: 1}.Options()).
 		Complete(telemetry.TracedReconciler(CollectorControllerName, r))
 }
+
+// collectorsOfPolicy are the Collectors a policy matches now or set attributes on before (a selector change
+// must reach the collectors it drops).
+func (r *CollectorReconciler) collectorsOfPolicy(ctx context.Context, o client.Object) []reconcile.Request {
+	p := o.(*fleetv1alpha1.RemoteAttributePolicy)
+	ids, _ := MatchingCollectorIDs(ctx, r.Client, p)
+	return collectorRequests(ctx, r.Client, p.Namespace, ids, ownerKey(fleetv1alpha1.OwnerRemoteAttributePolicy, p.Namespace, p.Name))
+}
+
+// collectorsOfSync are the Collectors a sync claims now or owned attributes of before.
+func (r *CollectorReconciler) collectorsOfSync(ctx context.Context, o client.Object) []reconcile.Request {
+	s := o.(*fleetv1alpha1.ExternalAttributeSync)
+	ids := make([]string, 0, len(s.Status.OwnedKeys))
+	for _, k := range s.Status.OwnedKeys {
+		ids = append(ids, k.CollectorID)
+	}
+	return collectorRequests(ctx, r.Client, s.Namespace, ids, ownerKey(fleetv1alpha1.OwnerExternalAttributeSync, s.Namespace, s.Name))
+}
+
+// ownedKeysChanged passes sync creations and deletions, and updates that change the claim or its Truncated
+// condition; a sync's other status writes (times, counters) do not concern collectors.
+var ownedKeysChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	o, n := e.ObjectOld.(*fleetv1alpha1.ExternalAttributeSync), e.ObjectNew.(*fleetv1alpha1.ExternalAttributeSync)
+	return !equality.Semantic.DeepEqual(o.Status.OwnedKeys, n.Status.OwnedKeys) ||
+		meta.IsStatusConditionTrue(o.Status.Conditions, fleetv1alpha1.ConditionTruncated) != meta.IsStatusConditionTrue(n.Status.Conditions, fleetv1alpha1.ConditionTruncated) ||
+		!n.DeletionTimestamp.IsZero()
+}}

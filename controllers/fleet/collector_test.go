@@ -160,8 +160,11 @@ func TestCollectorWebhookRejections(t *testing.T) {
 	g := NewWithT(t)
 	c := &fleetv1alpha1.Collector{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fixed"}, Spec: fleetv1alpha1.CollectorSpec{ID: ns + "-fixed"}}
 	g.Expect(env.Client.Create(ctx, c)).To(Succeed())
+	// A merge patch carries no resourceVersion, so the controller adding its finalizer meanwhile cannot turn the
+	// expected rejection into a conflict.
+	orig := c.DeepCopy()
 	c.Spec.ID = "other"
-	err := env.Client.Update(ctx, c)
+	err := env.Client.Patch(ctx, c, client.MergeFrom(orig))
 	g.Expect(err).To(MatchError(ContainSubstring("spec.id")))
 	g.Expect(err).To(MatchError(ContainSubstring("immutable")))
 }

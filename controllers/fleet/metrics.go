@@ -45,3 +45,10 @@ func recordSync(kind, reason string) {
 		lastSuccess[kind].Store(time.Now().UnixNano())
 	}
 }
+
+var ownedKeysGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "fleet_external_sync_owned_keys",
+	Help: "Collectors an ExternalAttributeSync claims attributes on (status.ownedKeys entries).",
+}, []string{"namespace", "name"})
+
+func init() { metrics.Registry.MustRegister(ownedKeysGauge) }

@@ -274,6 +274,10 @@ func setCondition(obj interface {
 		conds = &o.Status.Conditions
 	case *fleetv1alpha1.Collector:
 		conds = &o.Status.Conditions
+	case *fleetv1alpha1.ExternalAttributeSync:
+		conds = &o.Status.Conditions
+	case *fleetv1alpha1.RemoteAttributePolicy:
+		conds = &o.Status.Conditions
 	}
 	meta.SetStatusCondition(conds, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg,
 		ObservedGeneration: obj.GetGeneration()})

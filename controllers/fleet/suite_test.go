@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -40,10 +41,14 @@ func TestMain(m *testing.M) {
 	srv = fleetserver.New("stack-42", "glc_token")
 	srv.Start()
 	code := testenv.Main(m, &env, testenv.Options{
-		Controllers: []string{fleet.PipelineControllerName, fleet.CollectorControllerName},
+		Controllers: []string{fleet.PipelineControllerName, fleet.CollectorControllerName,
+			fleet.RemoteAttributePolicyControllerName, fleet.ExternalAttributeSyncControllerName},
 		Manager: func(o *manager.Options) {
 			o.FleetCredentialsSecret = "fleet-system/fleet-credentials"
 			o.FleetAPIRPS, o.FleetAPIBurst = testRPS, testBurst
+			// httptest sources listen on 127.0.0.1; everything else stays blocked (the sync tests prove it).
+			o.SSRFAllowForTesting = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+			o.SyncTargetRate, o.SyncTargetBurst = 100, 100
 		},
 	})
 	srv.Close()

@@ -51,7 +51,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer fleet.server.Close()
+	defer fleet.close()
 
 	fmt.Println("make dev: starting kube-apiserver and etcd on loopback …")
 	env, err := testenv.Start(testenv.Options{Controllers: testenv.AllControllers(), Logger: &logger,
@@ -78,6 +78,9 @@ func run() error {
 	}
 	applied, err := applySamples(ctx, env.Client, filepath.Join(root, "config", "samples"))
 	if err != nil {
+		return err
+	}
+	if err := fleet.applyDevSync(ctx, env.Client); err != nil {
 		return err
 	}
 	if err := collector.attach(ctx, env.Client); err != nil {

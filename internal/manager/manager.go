@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"flag"
 	"fmt"
+	"net/netip"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -65,6 +66,15 @@ type Options struct {
 	FleetAPIRPS            float64
 	FleetAPIBurst          int
 	PipelineNameScope      string
+	// PolicyConcurrency and SyncConcurrency are MaxConcurrentReconciles of the RemoteAttributePolicy and
+	// ExternalAttributeSync controllers.
+	PolicyConcurrency int
+	SyncConcurrency   int
+	// SyncTargetRate and SyncTargetBurst size the per-host rate limiter of ExternalAttributeSync HTTP sources.
+	SyncTargetRate  float64
+	SyncTargetBurst int
+	// SSRFAllowForTesting exempts address prefixes from the SSRF guard of HTTP sources (tests only; no flag).
+	SSRFAllowForTesting []netip.Prefix
 
 	// SkipControllerNameValidation lets a process build more than one manager with the same controllers (tests
 	// that restart the manager).
@@ -89,6 +99,10 @@ func DefaultOptions() Options {
 		FleetAPIRPS:                3,
 		FleetAPIBurst:              50,
 		PipelineNameScope:          "none",
+		PolicyConcurrency:          4,
+		SyncConcurrency:            4,
+		SyncTargetRate:             1,
+		SyncTargetBurst:            5,
 	}
 }
 
@@ -141,6 +155,14 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.PipelineNameScope, "pipeline-name-scope", o.PipelineNameScope,
 		"How Pipeline CRs map to org-global Fleet pipeline names: none (spec.name or metadata.name; same-named "+
 			"CRs in two namespaces are reported as a NameCollision) or namespace (\"<namespace>.<name>\").")
+	fs.IntVar(&o.PolicyConcurrency, "controller-policy-max-concurrent", o.PolicyConcurrency,
+		"How many RemoteAttributePolicies are reconciled at once.")
+	fs.IntVar(&o.SyncConcurrency, "controller-sync-max-concurrent", o.SyncConcurrency,
+		"How many ExternalAttributeSyncs are reconciled (run) at once.")
+	fs.Float64Var(&o.SyncTargetRate, "controller-sync-target-rate", o.SyncTargetRate,
+		"Requests per second to any one ExternalAttributeSync HTTP host (a token bucket per host).")
+	fs.IntVar(&o.SyncTargetBurst, "controller-sync-target-burst", o.SyncTargetBurst,
+		"Burst of the per-host token bucket of ExternalAttributeSync HTTP sources.")
 }
 
 // listFlag is a comma-separated string list flag.
@@ -222,8 +244,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	}
 	deps := operator.Dependencies{
 		Concurrency: map[string]int{
-			"gnmic-targetsource":       o.TargetSourceConcurrency,
-			"agentrax-agentdeployment": o.AgentDeploymentConcurrency,
+			"gnmic-targetsource":          o.TargetSourceConcurrency,
+			"agentrax-agentdeployment":    o.AgentDeploymentConcurrency,
+			"fleet-remoteattributepolicy": o.PolicyConcurrency,
+			"fleet-externalattributesync": o.SyncConcurrency,
 		},
 		APIBindAddress:  o.APIBindAddress,
 		WatchNamespaces: o.WatchNamespaces,
@@ -232,6 +256,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Fleet: operator.FleetSettings{
 			CredentialsSecret: o.FleetCredentialsSecret, APIURL: o.FleetAPIURL,
 			RPS: o.FleetAPIRPS, Burst: o.FleetAPIBurst, PipelineNameScope: o.PipelineNameScope,
+			SyncTargetRate: o.SyncTargetRate, SyncTargetBurst: o.SyncTargetBurst, SSRFAllowForTesting: o.SSRFAllowForTesting,
 		},
 	}
 	if err := operator.Setup(ctx, mgr, controllers, deps, o.EnableWebhooks); err != nil {

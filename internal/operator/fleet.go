@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"sync"
 
@@ -12,6 +13,8 @@ import (
 	fleetv1alpha1 "github.com/quartet-dev/quartet-operator/apis/fleet/v1alpha1"
 	fleetcontrollers "github.com/quartet-dev/quartet-operator/controllers/fleet"
 	fleetclient "github.com/quartet-dev/quartet-operator/internal/fleet/client"
+	"github.com/quartet-dev/quartet-operator/internal/fleet/extsync"
+	"github.com/quartet-dev/quartet-operator/internal/netguard"
 	fleetwebhooks "github.com/quartet-dev/quartet-operator/internal/webhook/fleet"
 )
 
@@ -26,6 +29,19 @@ type FleetSettings struct {
 	Burst int
 	// PipelineNameScope is none or namespace.
 	PipelineNameScope string
+	// SyncTargetRate and SyncTargetBurst size the per-host limiter of ExternalAttributeSync HTTP sources.
+	SyncTargetRate  float64
+	SyncTargetBurst int
+	// SSRFAllowForTesting exempts prefixes from the SSRF guard (tests only).
+	SSRFAllowForTesting []netip.Prefix
+}
+
+// guard is the SSRF guard of the sync controller and webhook.
+func (s FleetSettings) guard() *netguard.Guard {
+	if len(s.SSRFAllowForTesting) > 0 {
+		return netguard.New(netguard.AllowPrefixesForTesting(s.SSRFAllowForTesting...))
+	}
+	return netguard.New()
 }
 
 // fleetProviders holds one client provider per manager, so every fleet controller of a manager shares one token
@@ -91,7 +107,9 @@ func fleetControllers() []Controller {
 		},
 		{
 			Name: fleetcontrollers.CollectorControllerName, Group: "fleet",
-			Reads: []Kind{"fleet/Collector"},
+			// The policy and sync webhooks are served whenever the Collector controller runs, because it reads
+			// both kinds (upstream served the policy webhook only with the policy controller).
+			Reads: []Kind{"fleet/Collector", "fleet/RemoteAttributePolicy", "fleet/ExternalAttributeSync"},
 			Setup: func(ctx context.Context, mgr ctrl.Manager, d Dependencies) error {
 				provider, err := fleetProvider(mgr, d.Fleet)
 				if err != nil {
@@ -104,6 +122,35 @@ func fleetControllers() []Controller {
 				}).SetupWithManager(ctx, mgr)
 			},
 		},
+		{
+			Name: fleetcontrollers.RemoteAttributePolicyControllerName, Group: "fleet",
+			Reads: []Kind{"fleet/RemoteAttributePolicy", "fleet/Collector"},
+			Setup: func(ctx context.Context, mgr ctrl.Manager, d Dependencies) error {
+				return (&fleetcontrollers.RemoteAttributePolicyReconciler{
+					Client:                  mgr.GetClient(),
+					Recorder:                mgr.GetEventRecorder(fleetcontrollers.RemoteAttributePolicyControllerName),
+					MaxConcurrentReconciles: d.Concurrency[fleetcontrollers.RemoteAttributePolicyControllerName],
+				}).SetupWithManager(ctx, mgr)
+			},
+		},
+		{
+			Name: fleetcontrollers.ExternalAttributeSyncControllerName, Group: "fleet",
+			Reads: []Kind{"fleet/ExternalAttributeSync", "fleet/Collector"},
+			Setup: func(ctx context.Context, mgr ctrl.Manager, d Dependencies) error {
+				rps, burst := d.Fleet.SyncTargetRate, d.Fleet.SyncTargetBurst
+				if rps <= 0 {
+					rps = 1
+				}
+				return (&fleetcontrollers.ExternalAttributeSyncReconciler{
+					Client:                  mgr.GetClient(),
+					APIReader:               mgr.GetAPIReader(),
+					Recorder:                mgr.GetEventRecorder(fleetcontrollers.ExternalAttributeSyncControllerName),
+					HTTP:                    extsync.NewHTTPSource(d.Fleet.guard(), nil, rps, burst),
+					Clock:                   d.Clock,
+					MaxConcurrentReconciles: d.Concurrency[fleetcontrollers.ExternalAttributeSyncControllerName],
+				}).SetupWithManager(ctx, mgr)
+			},
+		},
 	}
 }
 
@@ -112,5 +159,9 @@ func fleetWebhooks() []Webhook {
 	return []Webhook{
 		{Kind: "fleet/Pipeline", Setup: fleetwebhooks.SetupPipelineWebhook},
 		{Kind: "fleet/Collector", Setup: fleetwebhooks.SetupCollectorWebhook},
+		{Kind: "fleet/RemoteAttributePolicy", Setup: fleetwebhooks.SetupRemoteAttributePolicyWebhook},
+		{Kind: "fleet/ExternalAttributeSync", SetupWithDeps: func(mgr ctrl.Manager, d Dependencies) error {
+			return fleetwebhooks.SetupExternalAttributeSyncWebhook(mgr, d.Fleet.guard())
+		}},
 	}
 }

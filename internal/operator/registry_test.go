@@ -84,3 +84,17 @@ func namesOf(group string) []string {
 	}
 	return names
 }
+
+// The RemoteAttributePolicy (and ExternalAttributeSync) webhooks are served whenever the Collector controller
+// runs, even without their own controllers: the Collector controller applies both kinds (upstream served the
+// policy webhook only with the policy controller, so unvalidated policies could reach collectors).
+func TestPolicyWebhookServedWithTheCollectorControllerAlone(t *testing.T) {
+	g := NewWithT(t)
+	sel, err := Selection{Groups: Groups, Controllers: []string{"fleet-collector"}}.Resolve()
+	g.Expect(err).NotTo(HaveOccurred())
+	var kinds []string
+	for _, w := range WebhooksFor(sel) {
+		kinds = append(kinds, string(w.Kind))
+	}
+	g.Expect(kinds).To(ConsistOf("fleet/Collector", "fleet/RemoteAttributePolicy", "fleet/ExternalAttributeSync"))
+}
