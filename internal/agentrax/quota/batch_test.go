@@ -53,7 +53,8 @@ func TestDecideBatch(t *testing.T) {
 			b := DecideBatch(`"q"`, spec, input, tc.ops, DefaultGPUResourceName, now)
 			g.Expect(b.Errors).To(HaveLen(len(tc.ops)))
 			for i := range tc.ops {
-				g.Expect(len(b.Errors[i]) > 0).To(Equal(tc.refused[i]), "op %d (%s): %v", i, tc.ops[i].Name, b.Errors[i])
+				refused := len(b.Errors[i]) > 0
+				g.Expect(refused).To(Equal(tc.refused[i]), "op %d (%s): %v", i, tc.ops[i].Name, b.Errors[i])
 			}
 			g.Expect(b.Ledger).To(Equal(tc.want))
 			g.Expect(b.Changed).To(Equal(tc.changed))

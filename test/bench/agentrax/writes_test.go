@@ -83,17 +83,6 @@ func (w *writeCounter) stop() {
 	w.wg.Wait()
 }
 
-// drain forgets the writes seen so far.
-func (w *writeCounter) drain() {
-	for {
-		select {
-		case <-w.events:
-		default:
-			return
-		}
-	}
-}
-
 // waitQuiet returns once no write was seen for quiet, or fails after limit.
 func (w *writeCounter) waitQuiet(b *testing.B, quiet, limit time.Duration) {
 	b.Helper()
