@@ -50,6 +50,15 @@ func CheckSelectQuery(driver fleetv1alpha1.SQLDriver, query string) error {
 	return nil
 }
 
+// lineCommentStarts reports whether the "--" at i starts a comment: always in PostgreSQL, but in MySQL only
+// when a space, a control character or the end of the query follows ("1--1" is 1 minus -1 there).
+func lineCommentStarts(rs []rune, i int, mysql bool) bool {
+	if !mysql {
+		return true
+	}
+	return i+2 >= len(rs) || unicode.IsSpace(rs[i+2]) || unicode.IsControl(rs[i+2])
+}
+
 // scanWords lower-cases the bare words of query, skipping comments, literals and quoted identifiers, and fails
 // on a statement separator or an unterminated token.
 func scanWords(q string, mysql bool) ([]string, error) {
@@ -58,10 +67,14 @@ func scanWords(q string, mysql bool) ([]string, error) {
 	for i := 0; i < len(rs); {
 		c := rs[i]
 		switch {
-		case c == '-' && i+1 < len(rs) && rs[i+1] == '-', c == '#' && mysql:
+		case c == '-' && i+1 < len(rs) && rs[i+1] == '-' && lineCommentStarts(rs, i, mysql), c == '#' && mysql:
 			for i < len(rs) && rs[i] != '\n' {
 				i++
 			}
+		case mysql && c == '/' && i+2 < len(rs) && rs[i+1] == '*' && (rs[i+2] == '!' || rs[i+2] == '+' || rs[i+2] == 'M'):
+			// MySQL and MariaDB execute the text of /*! … */ (and /*M! … */) and read /*+ … */ as optimizer hints,
+			// so these are not comments there; no inventory query needs them.
+			return nil, errors.New("MySQL executable comments and hints (/*! */, /*M! */, /*+ */) are not allowed")
 		case c == '/' && i+1 < len(rs) && rs[i+1] == '*':
 			// PostgreSQL nests block comments; MySQL does not.
 			depth := 0
