@@ -32,6 +32,7 @@ func (c Credentials) any() bool { return c.BearerToken != "" || c.Username != ""
 
 // HTTPSource fetches records through the SSRF guard, with one rate limiter per target host shared by every sync.
 type HTTPSource struct {
+	guard  *netguard.Guard
 	client *http.Client
 	rps    rate.Limit
 	burst  int
@@ -45,7 +46,7 @@ func NewHTTPSource(guard *netguard.Guard, tlsConfig *tls.Config, rps float64, bu
 	if burst < 1 {
 		burst = 1
 	}
-	return &HTTPSource{client: guard.Client(HTTPTimeout, tlsConfig), rps: rate.Limit(rps), burst: burst, limiters: map[string]*rate.Limiter{}}
+	return &HTTPSource{guard: guard, client: guard.Client(HTTPTimeout, tlsConfig), rps: rate.Limit(rps), burst: burst, limiters: map[string]*rate.Limiter{}}
 }
 
 func (s *HTTPSource) limiter(host string) *rate.Limiter {
@@ -71,9 +72,11 @@ func Redact(raw string) string {
 // Fetch reads the records of src. Errors name the redacted URL and never include the response body.
 func (s *HTTPSource) Fetch(ctx context.Context, src *fleetv1alpha1.HTTPSource, creds Credentials) ([]Record, error) {
 	red := Redact(src.URL)
-	u, err := url.Parse(src.URL)
+	// Admission checked the URL already; checked again because a stored object may predate the webhook or have
+	// bypassed it. The dial-time check of the resolved address still runs on every connection.
+	u, err := s.guard.CheckURL(src.URL)
 	if err != nil {
-		return nil, fmt.Errorf("%s: not a URL", red)
+		return nil, fmt.Errorf("%s: %s", red, redactErr(err))
 	}
 	if creds.any() && u.Scheme != "https" {
 		return nil, fmt.Errorf("%s: credentials are only sent over https", red)
