@@ -39,12 +39,13 @@ func TestRestartWithConfigMapPersisterLosesNothing(t *testing.T) {
 	src := startFakeSource(t)
 	key := types.NamespacedName{Namespace: "default", Name: "pharos-state-restart"}
 	o := testOptions()
-	o.CrashTimeout = 3 * time.Second
+	// Long enough that the first pharos never replays before it is stopped, even on a loaded machine.
+	o.CrashTimeout = 10 * time.Second
 	o.Persister = &ConfigMapPersister{Client: env.Client, Key: key}
 
 	first, stopFirst := startPharos(t, o)
 	tr := tracerTo(t, grpcExporter(t, first), src.addr)
-	src.tracer = tr
+	src.setTracer(tr)
 	// running: a downstream stage's span ended, the root has not; finished: the whole event succeeded.
 	ctx, running := tr.Start(context.Background(), RootSpanName, trace.WithNewRoot())
 	_, render := tr.Start(ctx, "render")
@@ -60,6 +61,7 @@ func TestRestartWithConfigMapPersisterLosesNothing(t *testing.T) {
 	}).Should(Succeed())
 	stopFirst()
 	g.Expect(src.Calls()).To(BeEmpty(), "the first pharos stopped before the crash timeout")
+	src.setTracer(nil) // replays wait for the second pharos's tracer
 
 	cm := &corev1.ConfigMap{}
 	g.Expect(env.Client.Get(context.Background(), key, cm)).To(Succeed())
@@ -70,12 +72,13 @@ func TestRestartWithConfigMapPersisterLosesNothing(t *testing.T) {
 
 	second, _ := startPharos(t, o)
 	tr = tracerTo(t, grpcExporter(t, second), src.addr)
-	src.tracer = tr
+	src.setTracer(tr)
 	// A late span of the finished event must not look like a new, unfinished one.
 	_, late := tr.Start(trace.ContextWithSpanContext(context.Background(), finished.SpanContext()), "prune")
 	late.End()
 
-	g.Eventually(src.Calls).Should(Equal([]string{runningID}), "the restarted pharos still knows the running event")
+	g.Eventually(src.Calls).WithTimeout(30*time.Second).Should(Equal([]string{runningID}),
+		"the restarted pharos still knows the running event")
 	g.Eventually(func(g Gomega) { g.Expect(eventOf(g, second, runningID).State).To(Equal(Done)) }).Should(Succeed())
 	g.Consistently(src.Calls, 500*time.Millisecond).Should(HaveLen(1))
 	g.Expect(eventOf(g, second, finishedID).State).To(Equal(Done))

@@ -56,7 +56,37 @@ func startFakeSource(t *testing.T) *fakeSource {
 	return f
 }
 
-func (f *fakeSource) Replay(_ context.Context, req *katastromav1.ReplayRequest) (*katastromav1.ReplayResponse, error) {
+// setTracer points the replays' spans at a pharos; nil makes Replay wait until the next one is set (a restarted
+// pharos may replay before the test knows its address).
+func (f *fakeSource) setTracer(tr trace.Tracer) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tracer = tr
+}
+
+func (f *fakeSource) waitTracer(ctx context.Context) (trace.Tracer, error) {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		f.mu.Lock()
+		tr := f.tracer
+		f.mu.Unlock()
+		if tr != nil {
+			return tr, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+func (f *fakeSource) Replay(ctx context.Context, req *katastromav1.ReplayRequest) (*katastromav1.ReplayResponse, error) {
+	tracer, err := f.waitTracer(ctx)
+	if err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, req.GetEventId())
@@ -64,7 +94,7 @@ func (f *fakeSource) Replay(_ context.Context, req *katastromav1.ReplayRequest) 
 	if f.refuse != "" {
 		return nil, status.Error(grpccodes.FailedPrecondition, f.refuse)
 	}
-	_, span := f.tracer.Start(context.Background(), RootSpanName, trace.WithNewRoot(),
+	_, span := tracer.Start(context.Background(), RootSpanName, trace.WithNewRoot(),
 		trace.WithAttributes(attribute.String(AttrReplayOf, req.GetEventId())))
 	failReplay := f.failReplays
 	f.wg.Go(func() {
@@ -152,7 +182,7 @@ func TestErrorSpanReplaysOnce(t *testing.T) {
 			src := startFakeSource(t)
 			p, _ := startPharos(t, testOptions())
 			tr := tracerTo(t, exporter(t, p), src.addr)
-			src.tracer = tr
+			src.setTracer(tr)
 
 			id := failingEvent(tr)
 			g.Eventually(src.Calls).Should(Equal([]string{id}))
@@ -181,7 +211,7 @@ func TestOTLPJSONOverHTTP(t *testing.T) {
 	o := testOptions()
 	o.MaxBodyBytes = 4096
 	p, _ := startPharos(t, o)
-	src.tracer = tracerTo(t, httpExporter(t, p), src.addr)
+	src.setTracer(tracerTo(t, httpExporter(t, p), src.addr))
 	body := strings.ReplaceAll(otlpJSON, "10.0.0.7:50051", src.addr)
 	url := "http://" + p.HTTPAddr() + "/v1/traces"
 
@@ -216,7 +246,7 @@ func TestCrashDetectionReplaysUnfinishedEvent(t *testing.T) {
 	o.CrashTimeout = 500 * time.Millisecond
 	p, _ := startPharos(t, o)
 	tr := tracerTo(t, grpcExporter(t, p), src.addr)
-	src.tracer = tr
+	src.setTracer(tr)
 
 	// The source handler died mid-event: only a downstream stage's span ended; the root never will.
 	ctx, root := tr.Start(context.Background(), RootSpanName, trace.WithNewRoot())
@@ -242,7 +272,7 @@ func TestReplayLimitStopsWithReason(t *testing.T) {
 	o.ReplayLimit = 2
 	p, _ := startPharos(t, o)
 	tr := tracerTo(t, grpcExporter(t, p), src.addr)
-	src.tracer = tr
+	src.setTracer(tr)
 	before := testutil.ToFloat64(gaveUp)
 
 	id := failingEvent(tr)
