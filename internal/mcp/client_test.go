@@ -233,14 +233,20 @@ func TestDiscoverFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			srv := newAgentServer(t, tc.opts)
+			// Release a hung handler even when an assertion below fails first: the server's Close waits for it.
+			var once sync.Once
+			after := func() {
+				if tc.after != nil {
+					once.Do(tc.after)
+				}
+			}
+			t.Cleanup(after)
 			start := time.Now()
 			_, err := tc.client.Discover(ctx(t), srv.endpoint())
 			g.Expect(err).To(HaveOccurred())
 			tc.wantErr(g, err)
 			g.Expect(time.Since(start)).To(BeNumerically("<", 5*time.Second))
-			if tc.after != nil {
-				tc.after()
-			}
+			after()
 			g.Eventually(func(g Gomega) {
 				created, deleted, _, _ := srv.counts()
 				g.Expect(created).To(Equal(deleted), "the session is DELETEd on failure too")

@@ -186,6 +186,8 @@ func startPrometheus(t *testing.T, apps ...*app) *promServer {
 		"--storage.tsdb.path="+filepath.Join(dir, "data"), fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port),
 		"--log.level=warn")
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	// Prometheus dies with the test binary even when a timeout panic skips the cleanup.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	g.Expect(p.cmd.Start()).To(Succeed())
 	go func() { _ = p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {

@@ -164,6 +164,8 @@ func TestSeparateProcesses(t *testing.T) {
 		// A short batch delay so spans arrive while the test waits, not only at shutdown.
 		p.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfigFile, "OTEL_BSP_SCHEDULE_DELAY=100")
 		p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+		// The stages die with the test binary even when a timeout panic skips the deferred cleanup.
+		p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		Expect(p.cmd.Start()).To(Succeed())
 		_ = logFile.Close()
 		procs = append(procs, p)
