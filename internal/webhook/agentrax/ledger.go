@@ -96,6 +96,11 @@ func (l *ledgers) drain(key types.NamespacedName, t *tenantLedger) {
 		t.pending = nil
 		if len(group) == 0 {
 			t.running = false
+			if t.base == nil {
+				// No TenantQuota behind this key (never found, or deleted): nothing worth keeping, and tenantRefs
+				// naming no quota must not grow the map.
+				delete(l.tenants, key)
+			}
 			l.mu.Unlock()
 			return
 		}
@@ -129,6 +134,9 @@ func (l *ledgers) forget(key types.NamespacedName) {
 	defer l.mu.Unlock()
 	if t := l.tenants[key]; t != nil {
 		t.base = nil
+		if !t.running {
+			delete(l.tenants, key)
+		}
 	}
 }
 

@@ -205,4 +205,9 @@ func TestLedgersMissingQuota(t *testing.T) {
 	g.Expect(apierrors.IsForbidden(err)).To(BeTrue())
 	g.Expect(err.Error()).To(ContainSubstring("spec.tenantRef: Not found"))
 	g.Expect(l.submit(context.Background(), missing, quota.Op{Name: "a", Release: true})).To(Succeed())
+	g.Eventually(func() int {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.tenants)
+	}).Should(BeZero(), "a tenantRef naming no quota leaves no queue behind")
 }
