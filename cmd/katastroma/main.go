@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -64,12 +65,10 @@ func run(args []string) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	logger, err := telemetry.NewLogger(*logLevel, false)
+	logger, ctx, stop, err := startProcess(*logLevel)
 	if err != nil {
 		return err
 	}
-	ctrl.SetLogger(logger)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	shutdownTracing, err := telemetry.SetupTracing(ctx, telemetry.TracingOptions{
 		Endpoint: *otlp, ServiceName: "katastroma-" + mode, Version: version})
@@ -109,4 +108,16 @@ func run(args []string) error {
 	}
 	logger.Info("stage running", "stage", mode, "grpc", r.GRPCAddr, "http", r.HTTPAddr, "next", *next)
 	return r.Wait()
+}
+
+// startProcess sets up what every katastroma command shares: the JSON logger (also controller-runtime's) and a
+// context that ends on SIGINT or SIGTERM.
+func startProcess(logLevel string) (logr.Logger, context.Context, context.CancelFunc, error) {
+	logger, err := telemetry.NewLogger(logLevel, false)
+	if err != nil {
+		return logr.Logger{}, nil, nil, err
+	}
+	ctrl.SetLogger(logger)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	return logger, ctx, stop, nil
 }

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"net"
 	"net/http"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -19,7 +16,6 @@ import (
 
 	"github.com/quartet-dev/quartet-operator/internal/gitops/pharos"
 	"github.com/quartet-dev/quartet-operator/internal/operator"
-	"github.com/quartet-dev/quartet-operator/internal/telemetry"
 )
 
 // runPharos runs the coordinator. It has its own flags: it is not a pipeline stage (no next stage, no lease) and
@@ -42,12 +38,10 @@ func runPharos(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	logger, err := telemetry.NewLogger(*logLevel, false)
+	logger, ctx, stop, err := startProcess(*logLevel)
 	if err != nil {
 		return err
 	}
-	ctrl.SetLogger(logger)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
 	o := pharos.Options{GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr, MaxBodyBytes: *maxBody, Logger: logger,
