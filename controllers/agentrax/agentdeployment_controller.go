@@ -155,8 +155,13 @@ func (r *AgentDeploymentReconciler) reconcileHPA(ctx context.Context, ad *agentr
 	case err != nil:
 		return err
 	default:
+		ledger, err := quota.ParseLedger(tq.Status.Ledger)
+		if err != nil {
+			// The TenantQuota controller rebuilds an unreadable ledger; its write brings this agent back.
+			return fmt.Errorf("TenantQuota %q: %w", tq.Name, err)
+		}
 		obs.quotaFound = true
-		others := quota.LedgerUsage(tq.Status.Reservations, ad.Name).Replicas
+		others := quota.LedgerUsage(ledger, ad.Name).Replicas
 		obs.cap = quota.HPAMaxReplicas(spec.Min, spec.Max, tq.Spec, others)
 		c := obs.cap
 		switch {
@@ -281,8 +286,16 @@ func quotaCeilingsMoved(e event.UpdateEvent) bool {
 	if oldQ.Generation != newQ.Generation {
 		return true
 	}
-	oldTotal := quota.LedgerUsage(oldQ.Status.Reservations, "").Replicas
-	newTotal := quota.LedgerUsage(newQ.Status.Reservations, "").Replicas
+	if oldQ.Status.Ledger == newQ.Status.Ledger {
+		return false
+	}
+	oldLedger, errOld := quota.ParseLedger(oldQ.Status.Ledger)
+	newLedger, errNew := quota.ParseLedger(newQ.Status.Ledger)
+	if errOld != nil || errNew != nil {
+		return true
+	}
+	oldTotal := quota.LedgerUsage(oldLedger, "").Replicas
+	newTotal := quota.LedgerUsage(newLedger, "").Replicas
 	return oldTotal != newTotal && (oldTotal > oldQ.Spec.MaxTotalReplicas || newTotal > newQ.Spec.MaxTotalReplicas)
 }
 

@@ -22,6 +22,7 @@ import (
 
 	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/controllers/agentrax"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/quota"
 	"github.com/quartet-dev/quartet-operator/internal/operator"
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
 )
@@ -148,6 +149,13 @@ func getQuota(g Gomega, ns, name string) *agentraxv1alpha1.TenantQuota {
 	tq := &agentraxv1alpha1.TenantQuota{}
 	g.Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, tq)).To(Succeed())
 	return tq
+}
+
+// getLedger returns the decoded admission ledger of a TenantQuota.
+func getLedger(g Gomega, ns, name string) []agentraxv1alpha1.Reservation {
+	ledger, err := quota.ParseLedger(getQuota(g, ns, name).Status.Ledger)
+	g.Expect(err).NotTo(HaveOccurred())
+	return ledger
 }
 
 var _ = ptr.To[int32]

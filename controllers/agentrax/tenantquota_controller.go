@@ -129,8 +129,17 @@ func (r *TenantQuotaReconciler) settleLedger(ctx context.Context, tq *agentraxv1
 		cached[ads[i].Name] = &ads[i]
 	}
 	var requeue time.Duration
-	ledger := append([]agentraxv1alpha1.Reservation(nil), tq.Status.Reservations...)
-	for _, res := range tq.Status.Reservations {
+	stored, err := quota.ParseLedger(tq.Status.Ledger)
+	if err != nil {
+		// Only a hand edit gets here (the schema refuses what admission could not have written). Rebuild from
+		// the live agents below; reservations of objects still on their way to storage are lost, which the
+		// event says.
+		r.Recorder.Eventf(tq, nil, corev1.EventTypeWarning, agentraxv1alpha1.ReasonLedgerRebuilt, "SettleLedger",
+			"status.ledger is unreadable (%v); rebuilt from the live AgentDeployments", err)
+		stored = nil
+	}
+	ledger := append([]agentraxv1alpha1.Reservation(nil), stored...)
+	for _, res := range stored {
 		ad := cached[res.Name]
 		if ad != nil && ad.DeletionTimestamp != nil {
 			ledger = quota.Remove(ledger, res.Name)
@@ -177,10 +186,7 @@ func (r *TenantQuotaReconciler) settleLedger(ctx context.Context, tq *agentraxv1
 		ledger = quota.Upsert(ledger, agentraxv1alpha1.Reservation{
 			Name: ad.Name, Replicas: d.Replicas, GPUs: d.GPUs, ReservedAt: metav1.NewTime(now.Truncate(time.Second))})
 	}
-	if len(ledger) == 0 {
-		ledger = nil
-	}
-	tq.Status.Reservations = ledger
+	tq.Status.Ledger = quota.FormatLedger(ledger)
 	return requeue, nil
 }
 

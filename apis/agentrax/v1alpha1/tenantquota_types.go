@@ -15,6 +15,9 @@ const (
 	ReasonWithinLimits = "WithinLimits"
 	// ReasonUsageCounted is the Ready reason once usage is computed.
 	ReasonUsageCounted = "UsageCounted"
+	// ReasonLedgerRebuilt is the reason of the Warning event emitted when status.ledger could not be read (a hand
+	// edit) and was rebuilt from the live AgentDeployments.
+	ReasonLedgerRebuilt = "LedgerRebuilt"
 )
 
 // TenantQuotaSpec sets the ceilings of one tenant (namespace).
@@ -43,23 +46,18 @@ type TenantQuotaSpec struct {
 	MaxReplicasPerAgent int32 `json:"maxReplicasPerAgent"`
 }
 
-// Reservation is what one admitted AgentDeployment holds against the quota. The admission webhook writes
-// reservations with a resourceVersion precondition, so concurrent admissions by any number of webhook replicas
-// are serialized by the API server; the TenantQuota controller settles them to the agents' actual demand.
+// Reservation is what one admitted AgentDeployment holds against the quota: one entry of status.ledger,
+// decoded. It is not stored as an object (see TenantQuotaStatus.Ledger); the JSON names are for tools that
+// print decoded ledgers.
 type Reservation struct {
 	// Name of the AgentDeployment.
-	// +required
-	// +kubebuilder:validation:MinLength=1
 	Name string `json:"name"`
 	// Replicas reserved: replicas.max (+1 while a canary runs).
-	// +required
 	Replicas int32 `json:"replicas"`
 	// GPUs reserved: the pod's GPU limit times Replicas.
-	// +required
 	GPUs int64 `json:"gpus"`
 	// ReservedAt is when the reservation was last raised by admission; younger reservations are never settled
 	// down, as their object may still be on its way to storage.
-	// +required
 	ReservedAt metav1.Time `json:"reservedAt"`
 }
 
@@ -80,12 +78,15 @@ type TenantQuotaStatus struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Used Total Replicas"
 	UsedTotalReplicas int32 `json:"usedTotalReplicas"`
-	// Reservations is the admission ledger, one entry per admitted AgentDeployment, sorted by name. It is the
-	// authoritative record admission checks against; do not edit it by hand.
+	// Ledger is the admission ledger: one reservation per admitted AgentDeployment, encoded as entries
+	// "name=replicas/gpus@unixSeconds" (replicas and GPUs reserved, when admission last raised them) joined by
+	// ",", sorted by name, e.g. "agent-a=3/3@1764601800,agent-b=1/0@1764601801". Admission rewrites it with a
+	// resourceVersion precondition on every reservation, so it is one compact string rather than a list of
+	// objects, which would make each write several times more expensive. It is the authoritative record
+	// admission checks against; do not edit it by hand.
 	// +optional
-	// +listType=map
-	// +listMapKey=name
-	Reservations []Reservation `json:"reservations,omitempty"`
+	// +kubebuilder:validation:Pattern=`^$|^[a-z0-9][-a-z0-9.]*=[0-9]+/[0-9]+@[0-9]+(,[a-z0-9][-a-z0-9.]*=[0-9]+/[0-9]+@[0-9]+)*$`
+	Ledger string `json:"ledger,omitempty"`
 	// Conditions: Ready, OverQuota.
 	// +optional
 	// +listType=map

@@ -203,11 +203,18 @@ func (l *ledgers) commit(key types.NamespacedName, base *agentraxv1alpha1.Tenant
 			}
 			base = tq
 		}
+		ledger, err := quota.ParseLedger(base.Status.Ledger)
+		if err != nil {
+			// The schema keeps malformed ledgers out; a duplicate name or an overflowing number passes it. Refuse
+			// rather than guess: the TenantQuota controller rebuilds the ledger from the live agents.
+			answerAll(group, apierrors.NewInternalError(fmt.Errorf("TenantQuota %s: %w; retry once the TenantQuota controller has rebuilt it", key, err)))
+			return nil
+		}
 		ops := make([]quota.Op, len(group))
 		for i, p := range group {
 			ops[i] = p.op
 		}
-		b := quota.DecideBatch(fmt.Sprintf("%q", key.Name), base.Spec, base.Status.Reservations, ops, l.gpu,
+		b := quota.DecideBatch(fmt.Sprintf("%q", key.Name), base.Spec, ledger, ops, l.gpu,
 			metav1.NewTime(time.Now().Truncate(time.Second)))
 		if !b.Changed {
 			if !fresh {
@@ -220,8 +227,8 @@ func (l *ledgers) commit(key types.NamespacedName, base *agentraxv1alpha1.Tenant
 			return base
 		}
 		next := base.DeepCopy()
-		next.Status.Reservations = b.Ledger
-		err := l.store.update(ctx, next)
+		next.Status.Ledger = quota.FormatLedger(b.Ledger)
+		err = l.store.update(ctx, next)
 		switch {
 		case err == nil:
 			ledgerCalls.WithLabelValues("write").Inc()

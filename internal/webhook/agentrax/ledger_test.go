@@ -80,10 +80,15 @@ func (s *memStore) touch() {
 	s.tq.ResourceVersion = strconv.Itoa(s.rv)
 }
 
-func (s *memStore) ledger() []agentraxv1alpha1.Reservation {
+func (s *memStore) ledger(t testing.TB) []agentraxv1alpha1.Reservation {
+	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.tq.Status.Reservations
+	ledger, err := quota.ParseLedger(s.tq.Status.Ledger)
+	if err != nil {
+		t.Fatalf("the queue wrote a ledger it cannot read back: %v", err)
+	}
+	return ledger
 }
 
 var key = types.NamespacedName{Namespace: "t", Name: "q"}
@@ -131,7 +136,7 @@ func TestLedgersNeverExceedTheQuota(t *testing.T) {
 	g.Expect(admitted.GPUs).To(BeNumerically("<=", spec.MaxGPUs))
 	g.Expect(admitted.Replicas).To(BeNumerically("<=", spec.MaxTotalReplicas))
 	g.Expect(admitted.Agents).To(BeNumerically("<", creates), "the run is near the limit")
-	g.Expect(quota.LedgerUsage(store.ledger(), "")).To(Equal(admitted))
+	g.Expect(quota.LedgerUsage(store.ledger(t), "")).To(Equal(admitted))
 	t.Logf("%d creates: %d admitted with %d writes and %d reads", creates, admitted.Agents, store.updates.Load(), store.gets.Load())
 	g.Expect(store.updates.Load()).To(BeNumerically("<", creates), "requests were committed in groups")
 }
@@ -153,7 +158,7 @@ func TestLedgersSteadyPath(t *testing.T) {
 	g.Expect(l.submit(context.Background(), key, quota.Op{Name: "late", New: demand(1, 1)})).To(Succeed())
 	g.Expect(store.gets.Load()).To(Equal(int64(2)))
 	g.Expect(store.updates.Load()).To(Equal(int64(22)))
-	g.Expect(quota.LedgerUsage(store.ledger(), "").Agents).To(Equal(int32(21)))
+	g.Expect(quota.LedgerUsage(store.ledger(t), "").Agents).To(Equal(int32(21)))
 
 	// The informer delivered the other writer's object first: no lost write, no read.
 	store.touch()
@@ -194,7 +199,7 @@ func TestLedgersDecisionsWithoutAWriteAreReadFresh(t *testing.T) {
 	old := demand(1, 1)
 	g.Expect(l.submit(ctx, key, quota.Op{Name: "a", New: demand(2, 1), Old: &old})).To(Succeed(), "covered by a's reservation")
 	g.Expect(store.updates.Load()).To(Equal(writes+1), "only the release wrote")
-	g.Expect(quota.LedgerUsage(store.ledger(), "")).To(Equal(quota.Usage{Agents: 1, Replicas: 2, GPUs: 2}))
+	g.Expect(quota.LedgerUsage(store.ledger(t), "")).To(Equal(quota.Usage{Agents: 1, Replicas: 2, GPUs: 2}))
 }
 
 func TestLedgersMissingQuota(t *testing.T) {
@@ -210,4 +215,29 @@ func TestLedgersMissingQuota(t *testing.T) {
 		defer l.mu.Unlock()
 		return len(l.tenants)
 	}).Should(BeZero(), "a tenantRef naming no quota leaves no queue behind")
+}
+
+// TestLedgersUnreadableLedger: a ledger that passes the schema but not the parser (a hand edit reserving one name
+// twice) refuses admission with an error naming the problem and writes nothing; once the ledger is readable again
+// (the TenantQuota controller rebuilt it) admission resumes from a fresh read.
+func TestLedgersUnreadableLedger(t *testing.T) {
+	g := NewWithT(t)
+	store := newMemStore(agentraxv1alpha1.TenantQuotaSpec{MaxAgents: 5, MaxGPUs: 10, MaxTotalReplicas: 10, MaxReplicasPerAgent: 4})
+	store.tq.Status.Ledger = "a=1/0@1,a=2/0@1"
+	l := newLedgers(store, quota.DefaultGPUResourceName)
+	ctx := context.Background()
+	err := l.submit(ctx, key, quota.Op{Name: "b", New: demand(1, 0)})
+	g.Expect(apierrors.IsInternalError(err)).To(BeTrue(), "got %v", err)
+	g.Expect(err.Error()).To(ContainSubstring(`"a" is reserved twice`))
+	g.Expect(store.updates.Load()).To(BeZero())
+
+	store.mu.Lock()
+	store.tq.Status.Ledger = "a=2/0@1"
+	store.mu.Unlock()
+	store.touch()
+	g.Expect(l.submit(ctx, key, quota.Op{Name: "b", New: demand(1, 0)})).To(Succeed())
+	g.Expect(store.ledger(t)).To(HaveLen(2))
+	stored, err := store.get(ctx, key)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(stored.Status.Ledger).To(MatchRegexp(`^a=2/0@1,b=1/0@[0-9]+$`))
 }

@@ -19,11 +19,19 @@ import (
 	"github.com/quartet-dev/quartet-operator/internal/agentrax/quota"
 )
 
-// QuotaAdmission reserves an AgentDeployment's demand in its TenantQuota's status.reservations.
+// QuotaAdmission reserves an AgentDeployment's demand in its TenantQuota's status.ledger.
 //
-// The API server is the authority: every decision is made on a ledger the API server confirmed current, either
-// by accepting the write of its outcome with the resourceVersion it was decided on, or by having just been read
-// (decisions that write nothing). So any number of webhook replicas (or managers) admit as if one at a time.
+// Invariant: the reservations in a TenantQuota's stored ledger always cover (are at least) what every
+// AgentDeployment admitted against it claims, and the ledger never holds more than the quota allows for what it
+// admitted. It holds because the API server is the authority: every decision is made on a ledger the API server
+// confirmed current, either by accepting the write of its outcome with the resourceVersion it was decided on
+// (a status update carries the resourceVersion; a concurrent writer makes it fail with a conflict, and the
+// whole group is decided again on a fresh read), or by having just been read (decisions that write nothing). So
+// any number of webhook replicas (or managers) admit as if one at a time. The ledger is one object per tenant
+// on purpose: Kubernetes has no multi-object transaction, so a ceiling over a sum needs one compare-and-swap
+// point holding every term of the sum; per-agent records would need a second write per admission and a repair
+// protocol for a crash between the two writes. What keeps the single write cheap is its encoding: one compact
+// string, about 25 bytes per agent (quota.FormatLedger), instead of a list of objects.
 //
 // Within one process the admissions of a tenant are queued and committed in groups (ledger.go): one write
 // decides every request that arrived while the previous write was in flight, and the write's answer is kept as

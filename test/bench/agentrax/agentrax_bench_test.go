@@ -214,7 +214,7 @@ func probeAdmission(ctx context.Context, b *testing.B, nss []string, agents, pro
 	b.Helper()
 	rows := []latencies{{name: "ConfigMap create (baseline, no webhook)"}, {name: "AgentDeployment label update (webhooks only)"},
 		{name: "AgentDeployment create (webhooks + ledger)"}, {name: "AgentDeployment dry-run create"},
-		{name: "TenantQuota label patch (ledger-sized write)"}}
+		{name: "TenantQuota label patch (ledger object, no webhook)"}}
 	timed := func(row int, f func() error) {
 		t0 := time.Now()
 		if err := f(); err != nil {
@@ -236,7 +236,7 @@ func probeAdmission(ctx context.Context, b *testing.B, nss []string, agents, pro
 		})
 		timed(2, func() error { return env.Client.Create(ctx, agent(ns, fmt.Sprintf("probe-%03d", i))) })
 		timed(3, func() error { return env.Client.Create(ctx, agent(ns, fmt.Sprintf("dry-%03d", i)), client.DryRunAll) })
-		// What writing an object the size of the tenant's ledger costs, without any webhook.
+		// What writing the object that holds the tenant's ledger costs, without any webhook.
 		timed(4, func() error {
 			tq := &agentraxv1alpha1.TenantQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "quota"}}
 			patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{"bench-probe":"%d"}}}`, i))
