@@ -95,6 +95,9 @@ type rig struct {
 	canary  *promlab.App
 	traffic *promlab.Traffic
 
+	// routeName is the HTTPRoute that splits the agent's traffic.
+	routeName string
+
 	mu sync.Mutex
 	// accepted lists the canary weights the Gateway accepted, in order, without repeats.
 	accepted []int32
@@ -106,7 +109,11 @@ const gatewayController = "example.net/gateway-controller"
 
 // newRig creates the agent at v1 with strategy Canary (steps 25 % → pause 4s → 50 % → pause 4s → 100 % →
 // pause 3s) and an owned route, and waits until v1 is stable; rps is the agent's request rate.
-func newRig(t *testing.T, rps float64) *rig {
+func newRig(t *testing.T, rps float64) *rig { return newRigWithRoute(t, rps, nil) }
+
+// newRigWithRoute is newRig with a user-owned route: userRoute, created before the agent, is named in
+// spec.rollout.traffic.routeName instead of the operator owning one.
+func newRigWithRoute(t *testing.T, rps float64, userRoute *gatewayv1.HTTPRoute) *rig {
 	g := NewWithT(t)
 	ctx := context.Background()
 	r := &rig{t: t, ns: newNamespace(t), prom: sharedPrometheus(t)}
@@ -119,6 +126,10 @@ func newRig(t *testing.T, rps float64) *rig {
 	t.Cleanup(r.traffic.Stop)
 
 	g.Expect(env.Client.Create(ctx, tenantQuota(r.ns, "q", 5, 0, 20, 10))).To(Succeed())
+	if userRoute != nil {
+		userRoute.Namespace = r.ns
+		g.Expect(env.Client.Create(ctx, userRoute)).To(Succeed())
+	}
 	ad := agentDeployment(r.ns, "bot", "q", 4, 4, 0)
 	pause := func(d time.Duration) agentraxv1alpha1.RolloutStep {
 		return agentraxv1alpha1.RolloutStep{Pause: &agentraxv1alpha1.PauseStep{Duration: metav1.Duration{Duration: d}}}
@@ -134,8 +145,15 @@ func newRig(t *testing.T, rps float64) *rig {
 			Matches:    []agentraxv1alpha1.RouteMatch{{Path: &agentraxv1alpha1.RoutePathMatch{Value: "/v1"}}},
 		}},
 	}
+	if userRoute != nil {
+		ad.Spec.Rollout.Traffic = &agentraxv1alpha1.TrafficSpec{RouteName: userRoute.Name}
+	}
 	g.Expect(env.Client.Create(ctx, ad)).To(Succeed())
 	r.ad = ad
+	r.routeName = ad.Name
+	if userRoute != nil {
+		r.routeName = userRoute.Name
+	}
 
 	clusterCtx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -174,7 +192,7 @@ func (r *rig) get(g Gomega) *agentraxv1alpha1.AgentDeployment {
 
 func (r *rig) route(g Gomega) *gatewayv1.HTTPRoute {
 	route := &gatewayv1.HTTPRoute{}
-	g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(r.ad), route)).To(Succeed())
+	g.Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: r.ns, Name: r.routeName}, route)).To(Succeed())
 	return route
 }
 

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/rollout"
@@ -193,4 +194,42 @@ func TestCanaryManagerRestartResumesMidPause(t *testing.T) {
 		g.Expect(ad.Status.StableVersion).To(Equal(v2))
 	})
 	g.Expect(r.acceptedWeights()).To(Equal([]int32{0, 25, 50, 100, 0}), "no step re-applied after the restart")
+}
+
+// A user-owned route: the operator edits only the weights of its stable and canary backendRefs and leaves
+// everything else (hostnames, a header filter, another rule) as the user wrote it.
+func TestCanaryUserRouteOnlyWeightsEdited(t *testing.T) {
+	backend := func(name string, weight int32) gatewayv1.HTTPBackendRef {
+		return gatewayv1.HTTPBackendRef{BackendRef: gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{
+			Name: gatewayv1.ObjectName(name), Port: ptr.To[gatewayv1.PortNumber](8080)}, Weight: ptr.To(weight)}}
+	}
+	route := &gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Name: "public"}, Spec: gatewayv1.HTTPRouteSpec{
+		CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "edge"}}},
+		Hostnames:       []gatewayv1.Hostname{"api.example.com"},
+		Rules: []gatewayv1.HTTPRouteRule{
+			{BackendRefs: []gatewayv1.HTTPBackendRef{backend("bot", 100), backend("bot-canary", 0)},
+				Filters: []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestHeaderModifier,
+					RequestHeaderModifier: &gatewayv1.HTTPHeaderFilter{Set: []gatewayv1.HTTPHeader{{Name: "X-Via", Value: "edge"}}}}}},
+			{Matches: []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{Type: ptr.To(gatewayv1.PathMatchPathPrefix), Value: ptr.To("/docs")}}},
+				BackendRefs: []gatewayv1.HTTPBackendRef{backend("docs", 1)}},
+		},
+	}}
+	r := newRigWithRoute(t, 40, route)
+	g := NewWithT(t)
+	before := r.route(g)
+	r.setImage(v2)
+	r.until(90*time.Second, func(g Gomega, ad *agentraxv1alpha1.AgentDeployment) {
+		g.Expect(ad.Status.CanaryWeight).To(Equal(int32(25)))
+		g.Expect(r.route(g).Spec.Rules[0].BackendRefs[1].Weight).To(Equal(ptr.To[int32](25)))
+	})
+	r.until(120*time.Second, func(g Gomega, ad *agentraxv1alpha1.AgentDeployment) {
+		g.Expect(ad.Status.StableVersion).To(Equal(v2))
+	})
+	g.Expect(r.acceptedWeights()).To(Equal([]int32{0, 25, 50, 100, 0}))
+	after := r.route(g)
+	g.Expect(after.Spec).To(Equal(before.Spec), "back at 100/0 the route is exactly as its owner wrote it")
+	g.Expect(metav1.GetControllerOf(after)).To(BeNil(), "never adopted")
+	g.Expect(apierrors.IsNotFound(env.Client.Get(context.Background(), types.NamespacedName{Namespace: r.ns, Name: "bot"}, &gatewayv1.HTTPRoute{}))).
+		To(BeTrue(), "no owned route is created in routeName mode")
+	canaryGone(g, r.ns)
 }
