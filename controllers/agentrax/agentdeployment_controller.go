@@ -3,6 +3,7 @@ package agentrax
 import (
 	"context"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -62,6 +63,8 @@ type AgentDeploymentReconciler struct {
 	GPUResource corev1.ResourceName
 	// PodMonitors is set by SetupWithManager when the PodMonitor CRD exists.
 	PodMonitors bool
+	// Canary configures canary rollouts (agentdeployment_canary.go).
+	Canary CanaryConfig
 }
 
 // +kubebuilder:rbac:groups=agentrax.io,resources=agentdeployments,verbs=get;list;watch;update;patch
@@ -80,6 +83,8 @@ type observed struct {
 	cap        quota.Cap
 	quotaFound bool
 	registered bool
+	// requeueAfter is when a running canary rollout wants to be looked at again.
+	requeueAfter time.Duration
 }
 
 // Reconcile fetches the AgentDeployment, handles deletion and the finalizer, runs the phases and patches status
@@ -109,6 +114,7 @@ func (r *AgentDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		r.reconcileService,
 		r.reconcilePodMonitor,
 		r.reconcileHPA,
+		r.reconcileCanary,
 		r.reconcileRegistration,
 	} {
 		if err := phase(ctx, ad, obs); err != nil {
@@ -118,7 +124,7 @@ func (r *AgentDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		}
 	}
 	r.summarize(ad, obs)
-	return ctrl.Result{}, kube.PatchStatusIfChanged(ctx, r.Client, before, ad)
+	return ctrl.Result{RequeueAfter: obs.requeueAfter}, kube.PatchStatusIfChanged(ctx, r.Client, before, ad)
 }
 
 // finalize deregisters the agent while its Service and Deployment still exist, then removes the finalizer so
@@ -217,9 +223,6 @@ func (r *AgentDeploymentReconciler) summarize(ad *agentraxv1alpha1.AgentDeployme
 	ad.Status.ObservedGeneration = ad.Generation
 	ad.Status.Registered = obs.registered
 	ad.Status.CurrentReplicas = dep.Status.Replicas
-	if c := agentContainer(&dep.Spec.Template.Spec); c != nil {
-		ad.Status.StableVersion = c.Image
-	}
 	phase, ready, reason, msg := agentraxv1alpha1.PhasePending, metav1.ConditionFalse, agentraxv1alpha1.ReasonProgressing,
 		fmt.Sprintf("%d of replicas.min %d pods available", dep.Status.AvailableReplicas, ad.Spec.Replicas.Min)
 	if dep.Status.AvailableReplicas >= ad.Spec.Replicas.Min {
@@ -271,6 +274,9 @@ func (r *AgentDeploymentReconciler) SetupWithManager(ctx context.Context, mgr ct
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: quotaCeilingsMoved}))
 	if r.PodMonitors {
 		b = b.Owns(&monitoringv1.PodMonitor{})
+	}
+	if err := r.setupCanary(ctx, mgr, b); err != nil {
+		return err
 	}
 	return b.WithOptions(opts.Options()).Complete(telemetry.TracedReconciler(AgentDeploymentControllerName, r))
 }

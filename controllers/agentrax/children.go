@@ -36,7 +36,7 @@ func selectorLabels(ad *agentraxv1alpha1.AgentDeployment, variant string) map[st
 }
 
 // childLabels go on every stable child and pod: the selector labels plus agentrax.io/agent, which the tenant
-// NetworkPolicies select on. (The canary engine, in its own issue, labels its children variant=canary.)
+// NetworkPolicies select on. (The canary's children are labelled variant=canary: canaryLabels.)
 func childLabels(ad *agentraxv1alpha1.AgentDeployment) map[string]string {
 	l := selectorLabels(ad, agentraxv1alpha1.VariantStable)
 	l[agentraxv1alpha1.LabelAgent] = "true"
@@ -79,7 +79,7 @@ func (r *AgentDeploymentReconciler) reconcileDeployment(ctx context.Context, ad 
 			pod.Containers = append(pod.Containers, corev1.Container{Name: containerName})
 			c = &pod.Containers[len(pod.Containers)-1]
 		}
-		c.Image = ad.Spec.Image
+		c.Image = stableImage(ad)
 		c.Args = ad.Spec.Args
 		c.Env = normalizedEnv(ad.Spec.Env)
 		c.Resources = ad.Spec.Resources

@@ -37,9 +37,12 @@ var registrar = &recordingRegistrar{}
 func TestMain(m *testing.M) {
 	operator.AgentRegistrar = registrar
 	agentrax.DefaultSettleGrace = 2 * time.Second
-	os.Exit(testenv.Main(m, &env, testenv.Options{
+	code := testenv.Main(m, &env, testenv.Options{
 		Controllers: []string{agentrax.AgentDeploymentControllerName, agentrax.TenantQuotaControllerName},
-	}))
+		Manager:     canaryManagerOptions,
+	})
+	stopLab()
+	os.Exit(code)
 }
 
 // deregistration is what the registrar saw when it was asked to deregister an agent.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
@@ -60,6 +61,12 @@ type Options struct {
 	Clock clock.PassiveClock
 	// GPUResourceName is the extended resource agentrax counts against TenantQuota maxGPUs.
 	GPUResourceName string
+	// PrometheusURL is where agentrax canary analysis queries Prometheus; empty leaves canaries unjudged (held).
+	PrometheusURL string
+	// PrometheusFailsafeTimeout is how long Prometheus may be unreachable during a canary pause before rollback.
+	PrometheusFailsafeTimeout time.Duration
+	// CanaryAnalysisInterval is how often a canary pause is re-evaluated.
+	CanaryAnalysisInterval time.Duration
 	// Fleet Management API (fleet group).
 	FleetCredentialsSecret string
 	FleetAPIURL            string
@@ -96,6 +103,8 @@ func DefaultOptions() Options {
 		AgentDeploymentConcurrency: 4,
 		Groups:                     append([]string(nil), operator.Groups...),
 		GPUResourceName:            "nvidia.com/gpu",
+		PrometheusFailsafeTimeout:  60 * time.Second,
+		CanaryAnalysisInterval:     10 * time.Second,
 		FleetAPIRPS:                3,
 		FleetAPIBurst:              50,
 		PipelineNameScope:          "none",
@@ -145,6 +154,12 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How many AgentDeployments are reconciled at once (each reconcile is a few sequential API calls).")
 	fs.StringVar(&o.GPUResourceName, "gpu-resource-name", o.GPUResourceName,
 		"Extended resource counted as GPUs against agentrax TenantQuota maxGPUs (limits[name] × replicas.max).")
+	fs.StringVar(&o.PrometheusURL, "prometheus-url", o.PrometheusURL,
+		"Prometheus base URL agentrax canary analysis queries (e.g. http://prometheus.monitoring.svc:9090); empty holds every canary pause as inconclusive.")
+	fs.DurationVar(&o.PrometheusFailsafeTimeout, "prometheus-failsafe-timeout", o.PrometheusFailsafeTimeout,
+		"How long Prometheus may stay unreachable during a canary pause before the canary is rolled back.")
+	fs.DurationVar(&o.CanaryAnalysisInterval, "canary-analysis-interval", o.CanaryAnalysisInterval,
+		"How often a canary pause re-evaluates the canary against Prometheus.")
 	fs.StringVar(&o.FleetCredentialsSecret, "fleet-credentials-secret", o.FleetCredentialsSecret,
 		"namespace/name of the Secret with the Fleet Management API base-url, username and password (optional ca.crt).")
 	fs.StringVar(&o.FleetAPIURL, "fleet-api-url", o.FleetAPIURL,
@@ -253,6 +268,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		WatchNamespaces: o.WatchNamespaces,
 		Clock:           o.Clock,
 		GPUResourceName: o.GPUResourceName,
+		Canary: operator.CanarySettings{PrometheusURL: o.PrometheusURL, FailsafeTimeout: o.PrometheusFailsafeTimeout,
+			AnalysisInterval: o.CanaryAnalysisInterval},
 		Fleet: operator.FleetSettings{
 			CredentialsSecret: o.FleetCredentialsSecret, APIURL: o.FleetAPIURL,
 			RPS: o.FleetAPIRPS, Burst: o.FleetAPIBurst, PipelineNameScope: o.PipelineNameScope,

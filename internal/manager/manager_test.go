@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"k8s.io/client-go/rest"
@@ -18,8 +19,12 @@ func TestFlags(t *testing.T) {
 		"--groups=gnmic, fleet", "--controllers=gnmic-target", "--watch-namespaces=a,b,",
 		"--kube-api-qps=20", "--kube-api-burst=40", "--leader-elect", "--metrics-bind-address=0",
 		"--api-bind-address=:8082", "--targetsource-concurrency=7", "--pprof-bind-address=127.0.0.1:6060",
-		"--agentdeployment-concurrency=8",
+		"--agentdeployment-concurrency=8", "--prometheus-url=http://prom:9090", "--prometheus-failsafe-timeout=90s",
+		"--canary-analysis-interval=5s",
 	})).To(Succeed())
+	g.Expect(o.PrometheusURL).To(Equal("http://prom:9090"))
+	g.Expect(o.PrometheusFailsafeTimeout).To(Equal(90 * time.Second))
+	g.Expect(o.CanaryAnalysisInterval).To(Equal(5 * time.Second))
 	g.Expect(o.AgentDeploymentConcurrency).To(Equal(8))
 	g.Expect(o.Groups).To(Equal([]string{"gnmic", "fleet"}))
 	g.Expect(o.Controllers).To(Equal([]string{"gnmic-target"}))
@@ -41,6 +46,7 @@ func TestDefaultsAreProductionSafe(t *testing.T) {
 	g.Expect(o.Groups).To(ConsistOf("fleet", "gnmic", "agentrax", "gitops"))
 	g.Expect(o.Controllers).To(BeEmpty())
 	g.Expect(o.TargetSourceConcurrency).To(Equal(4))
+	g.Expect(o.PrometheusFailsafeTimeout).To(Equal(60*time.Second), "the fail-safe timeout of the design")
 	g.Expect(o.APIBindAddress).To(BeEmpty(), "the refresh API is off unless asked for")
 	g.Expect(o.PprofBindAddress).To(BeEmpty(), "pprof is unauthenticated and off unless asked for")
 }

@@ -2,11 +2,13 @@ package operator
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	agentraxcontrollers "github.com/quartet-dev/quartet-operator/controllers/agentrax"
+	"github.com/quartet-dev/quartet-operator/internal/rollout"
 	agentraxwebhooks "github.com/quartet-dev/quartet-operator/internal/webhook/agentrax"
 )
 
@@ -26,6 +28,7 @@ func agentraxControllers() []Controller {
 					Recorder:    mgr.GetEventRecorder(agentraxcontrollers.AgentDeploymentControllerName),
 					Registrar:   AgentRegistrar,
 					GPUResource: gpuResource(d),
+					Canary:      canaryConfig(mgr, d),
 				}).SetupWithManager(ctx, mgr, d.options(agentraxcontrollers.AgentDeploymentControllerName))
 			},
 		},
@@ -42,6 +45,25 @@ func agentraxControllers() []Controller {
 			},
 		},
 	}
+}
+
+// CanarySettings configure agentrax canary analysis.
+type CanarySettings struct {
+	// PrometheusURL is Prometheus's base URL; empty means none (canary pauses stay inconclusive).
+	PrometheusURL string
+	// FailsafeTimeout is how long Prometheus may be unreachable during a pause before rollback.
+	FailsafeTimeout time.Duration
+	// AnalysisInterval is how often a pause re-evaluates the canary.
+	AnalysisInterval time.Duration
+}
+
+func canaryConfig(mgr ctrl.Manager, d Dependencies) agentraxcontrollers.CanaryConfig {
+	c := agentraxcontrollers.CanaryConfig{FailsafeTimeout: d.Canary.FailsafeTimeout,
+		AnalysisInterval: d.Canary.AnalysisInterval, APIReader: mgr.GetAPIReader(), Clock: d.Clock}
+	if d.Canary.PrometheusURL != "" {
+		c.Prometheus = &rollout.Prometheus{URL: d.Canary.PrometheusURL}
+	}
+	return c
 }
 
 func gpuResource(d Dependencies) corev1.ResourceName {

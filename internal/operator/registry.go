@@ -53,6 +53,9 @@ type Dependencies struct {
 	// GPUResourceName is the extended resource agentrax counts as GPUs (--gpu-resource-name); empty means
 	// nvidia.com/gpu.
 	GPUResourceName string
+	// Canary configures agentrax canary analysis (--prometheus-url, --prometheus-failsafe-timeout,
+	// --canary-analysis-interval).
+	Canary CanarySettings
 	// Fleet configures the Fleet Management API client of the fleet group.
 	Fleet FleetSettings
 }

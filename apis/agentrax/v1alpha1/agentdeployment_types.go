@@ -79,6 +79,9 @@ const (
 	ConditionMCPHandshakeFailed = "MCPHandshakeFailed"
 	// ConditionSampleInsufficient is True when canary metrics are below rollback.minRequestSample.
 	ConditionSampleInsufficient = "SampleInsufficient"
+	// ConditionRolloutHealthy is True when the canary's last analysis passed or it was promoted, False with the
+	// breached threshold and the observed value when it was rolled back, Unknown while nothing can be judged.
+	ConditionRolloutHealthy = "RolloutHealthy"
 )
 
 // Condition reasons.
@@ -156,6 +159,12 @@ type RollbackSpec struct {
 	// +required
 	// +kubebuilder:validation:Minimum=1
 	MinRequestSample int32 `json:"minRequestSample"`
+	// OnInsufficientSamples is what happens when a pause, extended up to min(3× its duration, 15m), still has
+	// fewer than minRequestSample canary requests (or no latency data): Hold (the default) keeps the canary at its
+	// weight with condition SampleInsufficient and never promotes it unevaluated; Rollback rolls it back.
+	// +optional
+	// +kubebuilder:default=Hold
+	OnInsufficientSamples InsufficientSamplesPolicy `json:"onInsufficientSamples,omitempty"`
 }
 
 // RolloutSpec says how image changes are rolled out.
@@ -164,16 +173,25 @@ type RolloutSpec struct {
 	// +optional
 	// +kubebuilder:default=Recreate
 	Strategy RolloutStrategy `json:"strategy,omitempty"`
-	// Abort, when true, rolls the current canary back at once.
+	// Abort, when true, rolls the canary running when it is seen back at once and records its image in
+	// status.abortedVersion; it does not touch later canaries (set it false and true again to abort another).
 	// +optional
 	Abort bool `json:"abort,omitempty"`
-	// Steps of a canary rollout; at least one must be setWeight: 100.
+	// Steps of a canary rollout; at least one must be setWeight: 100 and at least one a pause (only pauses judge
+	// the canary).
 	// +optional
 	// +kubebuilder:validation:MaxItems=32
 	Steps []RolloutStep `json:"steps,omitempty"`
 	// Rollback thresholds; required with strategy Canary.
 	// +optional
 	Rollback *RollbackSpec `json:"rollback,omitempty"`
+	// Traffic says which HTTPRoute splits traffic between stable and canary. Without it no canary is started
+	// (condition RolloutHealthy Unknown, reason NoTrafficRoute): a canary nobody sends requests to cannot be judged.
+	// +optional
+	Traffic *TrafficSpec `json:"traffic,omitempty"`
+	// Metrics names the series and labels the canary analysis queries.
+	// +optional
+	Metrics *CanaryMetricsSpec `json:"metrics,omitempty"`
 }
 
 // MCPSpec publishes the agent in the MCP discovery registry.
@@ -250,6 +268,9 @@ type AgentDeploymentStatus struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Stable Version"
 	StableVersion string `json:"stableVersion,omitempty"`
+	// Stage of the running canary rollout: Progressing, Promoting, RollingBack; empty when none runs.
+	// +optional
+	Stage RolloutStage `json:"stage,omitempty"`
 	// CanaryVersion is the image of the canary Deployment while a canary runs.
 	// +optional
 	CanaryVersion string `json:"canaryVersion,omitempty"`
@@ -265,11 +286,24 @@ type AgentDeploymentStatus struct {
 	// PromUnreachableSince is when Prometheus became unreachable during a rollout (fail-safe timer).
 	// +optional
 	PromUnreachableSince *metav1.Time `json:"promUnreachableSince,omitempty"`
+	// BaselineReplicas is the stable replica count when the canary started; the canary is sized against it so
+	// the stable HPA scaling down as traffic leaves does not shrink the canary taking that traffic.
+	// +optional
+	BaselineReplicas int32 `json:"baselineReplicas,omitempty"`
+	// AbortedVersion is the image whose canary was last rolled back (breach, fail-safe, abort); it is not tried
+	// again until spec.image names another image.
+	// +optional
+	AbortedVersion string `json:"abortedVersion,omitempty"`
+	// AbortLatched records that the current spec.rollout.abort=true has been acted on, so it does not also abort
+	// the next canary. Cleared when abort is seen false.
+	// +optional
+	AbortLatched bool `json:"abortLatched,omitempty"`
 	// Registered tells whether the agent is in the MCP discovery registry.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Registered"
 	Registered bool `json:"registered,omitempty"`
-	// Conditions: Ready, Reconciled, ImagePullFailed, QuotaLimited, MCPHandshakeFailed, SampleInsufficient.
+	// Conditions: Ready, Reconciled, ImagePullFailed, QuotaLimited, MCPHandshakeFailed, SampleInsufficient,
+	// RolloutHealthy.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -286,8 +320,10 @@ type AgentDeploymentStatus struct {
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.status.currentReplicas`
 // +kubebuilder:printcolumn:name="Stable",type=string,JSONPath=`.status.stableVersion`
 // +kubebuilder:printcolumn:name="Registered",type=boolean,JSONPath=`.status.registered`
+// +kubebuilder:printcolumn:name="Canary",type=string,JSONPath=`.status.canaryVersion`,priority=1
+// +kubebuilder:printcolumn:name="Weight",type=integer,JSONPath=`.status.canaryWeight`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +operator-sdk:csv:customresourcedefinitions:displayName="Agent Deployment",resources={{Deployment,v1,""},{Service,v1,""},{HorizontalPodAutoscaler,v2,""},{PodMonitor,v1,""}}
+// +operator-sdk:csv:customresourcedefinitions:displayName="Agent Deployment",resources={{Deployment,v1,""},{Service,v1,""},{HorizontalPodAutoscaler,v2,""},{PodMonitor,v1,""},{HTTPRoute,v1,""}}
 type AgentDeployment struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

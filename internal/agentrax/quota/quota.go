@@ -17,14 +17,29 @@ import (
 // DefaultGPUResourceName is the extended resource counted as GPUs unless --gpu-resource-name says otherwise.
 const DefaultGPUResourceName corev1.ResourceName = "nvidia.com/gpu"
 
-// CanaryReplicas is how many canary pods run while a canary rollout is in progress; they are charged on top of
-// replicas.max.
-const CanaryReplicas int32 = 1
+// CanaryReplicas is how many canary pods ad may run: the canary is sized ceil(weight% × stable replicas) (at
+// least one pod), and the stable replica count is at most replicas.max, so the most it can reach is
+// ceil(highest setWeight% × replicas.max). Admission charges that upper bound on top of replicas.max while a
+// canary runs, and the controller never scales the canary beyond what the agent's reservation holds.
+func CanaryReplicas(ad *agentraxv1alpha1.AgentDeployment) int32 {
+	var top int64
+	if ad.Spec.Rollout != nil {
+		for _, s := range ad.Spec.Rollout.Steps {
+			if s.SetWeight != nil {
+				top = max(top, min(max(int64(*s.SetWeight), 0), 100))
+			}
+		}
+	}
+	n := (top*int64(max(ad.Spec.Replicas.Max, 0)) + 99) / 100
+	return int32(max(n, 1))
+}
 
 // Demand is what one AgentDeployment claims from its TenantQuota.
 type Demand struct {
-	// Replicas is replicas.max, plus CanaryReplicas while a canary runs.
+	// Replicas is replicas.max, plus CanaryPods while a canary runs.
 	Replicas int32
+	// CanaryPods is the canary's share of Replicas (CanaryReplicas), 0 when no canary runs.
+	CanaryPods int32
 	// GPUs is GPUsPerPod × Replicas.
 	GPUs int64
 	// GPUsPerPod is the container's GPU limit (rounded up); kept to explain the arithmetic in messages.
@@ -45,13 +60,15 @@ func GPUsPerPod(r corev1.ResourceRequirements, gpu corev1.ResourceName) int64 {
 }
 
 // CanaryActive tells whether ad is (or, being admitted with a new image, is about to be) running a canary: the
-// strategy is Canary and the spec's image differs from the stable one, or the status says a canary runs.
+// strategy is Canary and the spec's image differs from the stable one and from the image whose canary was last
+// rolled back (that one is not retried), or the status says a canary runs.
 func CanaryActive(ad *agentraxv1alpha1.AgentDeployment) bool {
 	if ad.Status.CanaryVersion != "" || ad.Status.Phase == agentraxv1alpha1.PhaseRolloutInProgress {
 		return true
 	}
 	canary := ad.Spec.Rollout != nil && ad.Spec.Rollout.Strategy == agentraxv1alpha1.StrategyCanary
-	return canary && ad.Status.StableVersion != "" && ad.Spec.Image != ad.Status.StableVersion
+	return canary && ad.Status.StableVersion != "" && ad.Spec.Image != ad.Status.StableVersion &&
+		ad.Spec.Image != ad.Status.AbortedVersion
 }
 
 // DemandOf returns what ad claims, counting gpu as the GPU resource.
@@ -59,7 +76,8 @@ func DemandOf(ad *agentraxv1alpha1.AgentDeployment, gpu corev1.ResourceName) Dem
 	d := Demand{Replicas: ad.Spec.Replicas.Max, GPUsPerPod: GPUsPerPod(ad.Spec.Resources, gpu)}
 	if CanaryActive(ad) {
 		d.Canary = true
-		d.Replicas += CanaryReplicas
+		d.CanaryPods = CanaryReplicas(ad)
+		d.Replicas += d.CanaryPods
 	}
 	d.GPUs = d.GPUsPerPod * int64(d.Replicas)
 	return d
@@ -202,14 +220,14 @@ func Admit(req Request) Decision {
 
 func canary(d Demand) int32 {
 	if d.Canary {
-		return CanaryReplicas
+		return d.CanaryPods
 	}
 	return 0
 }
 
 func canaryNote(d Demand) string {
 	if d.Canary {
-		return fmt.Sprintf(", including %d canary", CanaryReplicas)
+		return fmt.Sprintf(", including %d canary", d.CanaryPods)
 	}
 	return ""
 }

@@ -28,8 +28,11 @@ func agent(maxReplicas int32, gpus string) *agentraxv1alpha1.AgentDeployment {
 var seedQuota = agentraxv1alpha1.TenantQuotaSpec{MaxAgents: 5, MaxGPUs: 8, MaxTotalReplicas: 20, MaxReplicasPerAgent: 10}
 
 func TestDemandOf(t *testing.T) {
-	canary := func(ad *agentraxv1alpha1.AgentDeployment) *agentraxv1alpha1.AgentDeployment {
+	canary := func(ad *agentraxv1alpha1.AgentDeployment, weights ...int32) *agentraxv1alpha1.AgentDeployment {
 		ad.Spec.Rollout = &agentraxv1alpha1.RolloutSpec{Strategy: agentraxv1alpha1.StrategyCanary}
+		for _, w := range weights {
+			ad.Spec.Rollout.Steps = append(ad.Spec.Rollout.Steps, agentraxv1alpha1.RolloutStep{SetWeight: &w})
+		}
 		ad.Status.StableVersion = "img:v0"
 		return ad
 	}
@@ -37,11 +40,21 @@ func TestDemandOf(t *testing.T) {
 		ad   *agentraxv1alpha1.AgentDeployment
 		want Demand
 	}{
-		"no GPUs":                {agent(3, ""), Demand{Replicas: 3}},
-		"seed agent":             {agent(10, "1"), Demand{Replicas: 10, GPUs: 10, GPUsPerPod: 1}},
-		"two GPUs a pod":         {agent(4, "2"), Demand{Replicas: 4, GPUs: 8, GPUsPerPod: 2}},
-		"fractional rounds up":   {agent(2, "500m"), Demand{Replicas: 2, GPUs: 2, GPUsPerPod: 1}},
-		"canary charges one pod": {canary(agent(4, "2")), Demand{Replicas: 5, GPUs: 10, GPUsPerPod: 2, Canary: true}},
+		"no GPUs":              {agent(3, ""), Demand{Replicas: 3}},
+		"seed agent":           {agent(10, "1"), Demand{Replicas: 10, GPUs: 10, GPUsPerPod: 1}},
+		"two GPUs a pod":       {agent(4, "2"), Demand{Replicas: 4, GPUs: 8, GPUsPerPod: 2}},
+		"fractional rounds up": {agent(2, "500m"), Demand{Replicas: 2, GPUs: 2, GPUsPerPod: 1}},
+		"canary without weights charges one pod": {canary(agent(4, "2")),
+			Demand{Replicas: 5, CanaryPods: 1, GPUs: 10, GPUsPerPod: 2, Canary: true}},
+		"canary charged at its highest weight": {canary(agent(4, "2"), 25, 50, 100),
+			Demand{Replicas: 8, CanaryPods: 4, GPUs: 16, GPUsPerPod: 2, Canary: true}},
+		"canary weight rounds up": {canary(agent(5, ""), 10, 30),
+			Demand{Replicas: 7, CanaryPods: 2, Canary: true}},
+		"rolled-back image is not charged again": {func() *agentraxv1alpha1.AgentDeployment {
+			ad := canary(agent(4, "1"), 100)
+			ad.Status.AbortedVersion = ad.Spec.Image
+			return ad
+		}(), Demand{Replicas: 4, GPUs: 4, GPUsPerPod: 1}},
 		"canary strategy, same image": {func() *agentraxv1alpha1.AgentDeployment {
 			ad := canary(agent(4, "1"))
 			ad.Status.StableVersion = ad.Spec.Image
@@ -51,7 +64,7 @@ func TestDemandOf(t *testing.T) {
 			ad := agent(2, "1")
 			ad.Status.Phase = agentraxv1alpha1.PhaseRolloutInProgress
 			return ad
-		}(), Demand{Replicas: 3, GPUs: 3, GPUsPerPod: 1, Canary: true}},
+		}(), Demand{Replicas: 3, CanaryPods: 1, GPUs: 3, GPUsPerPod: 1, Canary: true}},
 		"recreate never charges a canary": {func() *agentraxv1alpha1.AgentDeployment {
 			ad := agent(2, "1")
 			ad.Status.StableVersion = "img:v0"
@@ -106,8 +119,8 @@ func TestAdmit(t *testing.T) {
 		},
 		"canary replica counts but not per agent": {
 			spec: seedQuota, ledger: []agentraxv1alpha1.Reservation{res("b", 10, 0)},
-			new: Demand{Replicas: 11, Canary: true}, old: ptr(d(10, 0)),
-			wantErrs: []string{"maxTotalReplicas: 10 reserved by other agents + 11, including 1 canary = 21 > 20"},
+			new: Demand{Replicas: 13, CanaryPods: 3, Canary: true}, old: ptr(d(10, 0)),
+			wantErrs: []string{"maxTotalReplicas: 10 reserved by other agents + 13, including 3 canary = 23 > 20"},
 		},
 		"update growing GPUs": {
 			spec: seedQuota, ledger: []agentraxv1alpha1.Reservation{res("a", 4, 4), res("b", 4, 4)},

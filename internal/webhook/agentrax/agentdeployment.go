@@ -23,7 +23,8 @@ import (
 // +kubebuilder:rbac:groups=agentrax.io,resources=tenantquotas,verbs=get;list;watch
 // +kubebuilder:rbac:groups=agentrax.io,resources=tenantquotas/status,verbs=get;update;patch
 
-// Defaulter sets spec.port to 8080 and spec.rollout.strategy to Recreate when they are not set.
+// Defaulter sets spec.port to 8080, spec.rollout.strategy to Recreate and
+// spec.rollout.rollback.onInsufficientSamples to Hold when they are not set.
 type Defaulter struct{}
 
 var _ admission.Defaulter[*agentraxv1alpha1.AgentDeployment] = Defaulter{}
@@ -44,6 +45,9 @@ func SetDefaults(ad *agentraxv1alpha1.AgentDeployment) {
 	}
 	if ad.Spec.Rollout.Strategy == "" {
 		ad.Spec.Rollout.Strategy = agentraxv1alpha1.StrategyRecreate
+	}
+	if rb := ad.Spec.Rollout.Rollback; rb != nil && rb.OnInsufficientSamples == "" {
+		rb.OnInsufficientSamples = agentraxv1alpha1.InsufficientSamplesHold
 	}
 }
 
@@ -84,7 +88,7 @@ func (v Validator) ValidateCreate(ctx context.Context, ad *agentraxv1alpha1.Agen
 	if err := invalid(ad, nil); err != nil {
 		return nil, err
 	}
-	return nil, v.Quota.Reserve(ctx, ad, nil, dryRun(ctx))
+	return warnings(ad), v.Quota.Reserve(ctx, ad, nil, dryRun(ctx))
 }
 
 // ValidateUpdate implements admission.Validator: the spec must be valid and any growth must fit the quota.
@@ -96,7 +100,7 @@ func (v Validator) ValidateUpdate(ctx context.Context, old, ad *agentraxv1alpha1
 	if err := invalid(ad, old); err != nil {
 		return nil, err
 	}
-	return nil, v.Quota.Reserve(ctx, ad, old, dryRun(ctx))
+	return warnings(ad), v.Quota.Reserve(ctx, ad, old, dryRun(ctx))
 }
 
 // ValidateDelete implements admission.Validator: deletes are never blocked; the reservation is released.

@@ -91,7 +91,7 @@ func validateRollout(p *field.Path, r *agentraxv1alpha1.RolloutSpec) field.Error
 		errs = append(errs, field.NotSupported(p.Child("strategy"), r.Strategy,
 			[]string{string(agentraxv1alpha1.StrategyRecreate), string(agentraxv1alpha1.StrategyCanary)}))
 	}
-	full := false
+	full, paused := false, false
 	for i, step := range r.Steps {
 		sp := p.Child("steps").Index(i)
 		switch {
@@ -106,6 +106,7 @@ func validateRollout(p *field.Path, r *agentraxv1alpha1.RolloutSpec) field.Error
 				full = true
 			}
 		default:
+			paused = true
 			if step.Pause.Duration.Duration <= 0 {
 				errs = append(errs, field.Invalid(sp.Child("pause", "duration"), step.Pause.Duration.Duration.String(),
 					"must be greater than zero"))
@@ -118,6 +119,10 @@ func validateRollout(p *field.Path, r *agentraxv1alpha1.RolloutSpec) field.Error
 		} else if !full {
 			errs = append(errs, field.Invalid(p.Child("steps"), len(r.Steps),
 				"strategy Canary needs at least one step with setWeight: 100, or the canary is never promoted"))
+		}
+		if len(r.Steps) > 0 && !paused {
+			errs = append(errs, field.Invalid(p.Child("steps"), len(r.Steps),
+				"strategy Canary needs at least one pause step: only pauses judge the canary, without one it would be promoted unevaluated"))
 		}
 		if r.Rollback == nil {
 			errs = append(errs, field.Required(p.Child("rollback"),
@@ -134,6 +139,18 @@ func validateRollout(p *field.Path, r *agentraxv1alpha1.RolloutSpec) field.Error
 		}
 		if rb.MinRequestSample < 1 {
 			errs = append(errs, field.Invalid(rp.Child("minRequestSample"), rb.MinRequestSample, "must be at least 1"))
+		}
+		switch rb.OnInsufficientSamples {
+		case "", agentraxv1alpha1.InsufficientSamplesHold, agentraxv1alpha1.InsufficientSamplesRollback:
+		default:
+			errs = append(errs, field.NotSupported(rp.Child("onInsufficientSamples"), rb.OnInsufficientSamples,
+				[]string{string(agentraxv1alpha1.InsufficientSamplesHold), string(agentraxv1alpha1.InsufficientSamplesRollback)}))
+		}
+	}
+	errs = append(errs, validateTraffic(p.Child("traffic"), r.Traffic)...)
+	if m := r.Metrics; m != nil {
+		if err := canaryMetrics(m).Validate(); err != nil {
+			errs = append(errs, field.Invalid(p.Child("metrics"), *m, err.Error()))
 		}
 	}
 	return errs

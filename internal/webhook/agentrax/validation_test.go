@@ -26,6 +26,12 @@ func valid() *agentraxv1alpha1.AgentDeployment {
 					{SetWeight: ptr.To[int32](100)},
 				},
 				Rollback: &agentraxv1alpha1.RollbackSpec{MaxErrorRate: "2%", MaxP99LatencyMs: 500, MinRequestSample: 50},
+				Traffic: &agentraxv1alpha1.TrafficSpec{Route: &agentraxv1alpha1.OwnedRouteSpec{
+					ParentRefs: []agentraxv1alpha1.GatewayParentRef{{Name: "shared", Namespace: "gateways"}},
+					Hostnames:  []string{"agent.example.com", "*.agents.example.com"},
+					Matches: []agentraxv1alpha1.RouteMatch{{Path: &agentraxv1alpha1.RoutePathMatch{Type: "PathPrefix", Value: "/v1"},
+						Headers: []agentraxv1alpha1.RouteHeaderMatch{{Name: "X-Tenant", Value: "alpha"}}}},
+				}},
 			},
 			MCP: &agentraxv1alpha1.MCPSpec{Expose: true, Tools: []string{"search", "summarize"}},
 		},
@@ -61,8 +67,33 @@ func TestValidateAgentDeployment(t *testing.T) {
 		"error rate range":  {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.Rollout.Rollback.MaxErrorRate = "150%" }, "spec.rollout.rollback.maxErrorRate", "between 0% and 100%"},
 		"latency":           {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.Rollout.Rollback.MaxP99LatencyMs = 0 }, "spec.rollout.rollback.maxP99LatencyMs", "at least 1"},
 		"min sample":        {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.Rollout.Rollback.MinRequestSample = 0 }, "spec.rollout.rollback.minRequestSample", "at least 1"},
-		"empty tool":        {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.MCP.Tools = []string{"search", ""} }, "spec.mcp.tools[1]", "must not be empty"},
-		"duplicate tool":    {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.MCP.Tools = []string{"search", "search"} }, "spec.mcp.tools[1]", "Duplicate value"},
+		"no pause step": {func(ad *agentraxv1alpha1.AgentDeployment) {
+			ad.Spec.Rollout.Steps = []agentraxv1alpha1.RolloutStep{{SetWeight: ptr.To[int32](50)}, {SetWeight: ptr.To[int32](100)}}
+		}, "spec.rollout.steps", "at least one pause step"},
+		"insufficient policy": {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.Rollout.Rollback.OnInsufficientSamples = "Promote" }, "spec.rollout.rollback.onInsufficientSamples", "Unsupported value"},
+		"traffic empty":       {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.Rollout.Traffic = &agentraxv1alpha1.TrafficSpec{} }, "spec.rollout.traffic", "set route"},
+		"traffic both": {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.Rollout.Traffic.RouteName = "mine" },
+			"spec.rollout.traffic", "only one of route and routeName"},
+		"route name": {func(ad *agentraxv1alpha1.AgentDeployment) {
+			ad.Spec.Rollout.Traffic = &agentraxv1alpha1.TrafficSpec{RouteName: "My Route"}
+		}, "spec.rollout.traffic.routeName", "RFC 1123"},
+		"no parent": {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.Rollout.Traffic.Route.ParentRefs = nil }, "spec.rollout.traffic.route.parentRefs", "Required"},
+		"bad parent": {func(ad *agentraxv1alpha1.AgentDeployment) {
+			ad.Spec.Rollout.Traffic.Route.ParentRefs[0].Name = "Gate way"
+		}, "spec.rollout.traffic.route.parentRefs[0].name", "RFC 1123"},
+		"bad hostname": {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.Rollout.Traffic.Route.Hostnames[0] = "a.*.com" }, "spec.rollout.traffic.route.hostnames[0]", "DNS name"},
+		"bad path":     {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.Rollout.Traffic.Route.Matches[0].Path.Value = "v1" }, "spec.rollout.traffic.route.matches[0].path.value", `start with "/"`},
+		"bad header": {func(ad *agentraxv1alpha1.AgentDeployment) {
+			ad.Spec.Rollout.Traffic.Route.Matches[0].Headers[0].Name = "X Tenant"
+		}, "spec.rollout.traffic.route.matches[0].headers[0].name", "Invalid value"},
+		"bad metric": {func(ad *agentraxv1alpha1.AgentDeployment) {
+			ad.Spec.Rollout.Metrics = &agentraxv1alpha1.CanaryMetricsSpec{Requests: "http requests"}
+		}, "spec.rollout.metrics", "not a PromQL identifier"},
+		"label twice": {func(ad *agentraxv1alpha1.AgentDeployment) {
+			ad.Spec.Rollout.Metrics = &agentraxv1alpha1.CanaryMetricsSpec{CodeLabel: "namespace"}
+		}, "spec.rollout.metrics", "used for two roles"},
+		"empty tool":     {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.MCP.Tools = []string{"search", ""} }, "spec.mcp.tools[1]", "must not be empty"},
+		"duplicate tool": {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.MCP.Tools = []string{"search", "search"} }, "spec.mcp.tools[1]", "Duplicate value"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ad := valid()
@@ -97,6 +128,15 @@ func TestValidateAgentDeploymentUpdate(t *testing.T) {
 		ContainSubstring("spec.tenantRef"), ContainSubstring("immutable"))))
 }
 
+func TestWarningsForCanaryWithoutTraffic(t *testing.T) {
+	g := NewWithT(t)
+	ad := valid()
+	g.Expect(warnings(ad)).To(BeEmpty())
+	ad.Spec.Rollout.Traffic = nil
+	g.Expect(ValidateAgentDeployment(ad, nil)).To(BeEmpty(), "valid: the seed's canary has no traffic section")
+	g.Expect(warnings(ad)).To(ConsistOf(ContainSubstring("spec.rollout.traffic is not set")))
+}
+
 func TestDefaults(t *testing.T) {
 	g := NewWithT(t)
 	ad := &agentraxv1alpha1.AgentDeployment{}
@@ -108,6 +148,7 @@ func TestDefaults(t *testing.T) {
 	SetDefaults(ad)
 	g.Expect(ad.Spec.Port).To(Equal(int32(9000)))
 	g.Expect(ad.Spec.Rollout.Strategy).To(Equal(agentraxv1alpha1.StrategyCanary))
+	g.Expect(ad.Spec.Rollout.Rollback.OnInsufficientSamples).To(Equal(agentraxv1alpha1.InsufficientSamplesHold))
 }
 
 // FuzzValidateAgentDeployment feeds arbitrary specs (as JSON) to the validator: it must never panic, and every
@@ -117,6 +158,9 @@ func FuzzValidateAgentDeployment(f *testing.F) {
 	f.Add(seed, seed)
 	f.Add([]byte(`{"replicas":{"min":3,"max":1},"rollout":{"strategy":"Canary","steps":[{}]},"mcp":{"tools":["",""]}}`), []byte(`{}`))
 	f.Add([]byte(`{"rollout":{"steps":[{"setWeight":-1,"pause":{"duration":"-1s"}}],"rollback":{"maxErrorRate":"1e9%"}}}`), seed)
+	f.Add([]byte(`{"rollout":{"strategy":"Canary","steps":[{"setWeight":100}],"rollback":{"onInsufficientSamples":"x"},`+
+		`"traffic":{"routeName":"r","route":{"parentRefs":[{"name":""}],"hostnames":["*"],"matches":[{"path":{"type":"Regex","value":""},"headers":[{"name":":"}]}]}},`+
+		`"metrics":{"requests":"a b","codeLabel":"__x"}}}`), seed)
 	f.Fuzz(func(t *testing.T, spec, oldSpec []byte) {
 		ad, old := &agentraxv1alpha1.AgentDeployment{}, &agentraxv1alpha1.AgentDeployment{}
 		if json.Unmarshal(spec, &ad.Spec) != nil || json.Unmarshal(oldSpec, &old.Spec) != nil {
