@@ -111,8 +111,13 @@ func Build(self string, remotes []Remote, owned []Existing, atName func(string) 
 		}
 	}
 	sort.Slice(p.Gone, func(i, j int) bool { return p.Gone[i].Name < p.Gone[j].Name })
-	sort.Slice(p.Conflicts, func(i, j int) bool { return p.Conflicts[i].ID < p.Conflicts[j].ID })
+	SortConflicts(p.Conflicts)
 	return p
+}
+
+// SortConflicts orders conflicts by ID, so the first 100 kept in status are stable from poll to poll.
+func SortConflicts(c []Conflict) {
+	sort.Slice(c, func(i, j int) bool { return c[i].ID < c[j].ID })
 }
 
 // CapConflicts returns at most max conflicts and whether any were cut.
