@@ -29,7 +29,7 @@ const CollectorDiscoveryControllerName = "fleet-collectordiscovery"
 // Collector controller does everything else with them, so it must run too.
 type CollectorDiscoveryReconciler struct {
 	client.Client
-	poller
+	Poller
 	Fleet Clients
 	// MaxConcurrentReconciles is --controller-discovery-max-concurrent.
 	MaxConcurrentReconciles int

@@ -46,13 +46,13 @@ func indexDiscovered(ctx context.Context, mgr manager.Manager) error {
 	})
 }
 
-// poller is what both discovery reconcilers share: the clock, events and the poll bookkeeping.
-type poller struct {
+// Poller is what both discovery reconcilers share: the clock, events and the poll bookkeeping.
+type Poller struct {
 	Recorder recorder.EventRecorder
 	Clock    clock.PassiveClock
 }
 
-func (p poller) now() time.Time {
+func (p Poller) now() time.Time {
 	if p.Clock == nil {
 		return time.Now()
 	}
@@ -87,7 +87,7 @@ func untilDue(st *fleetv1alpha1.DiscoveryStatus, generation int64, interval time
 }
 
 // pollFailed records a poll that could not list Fleet; the caller requeues through untilDue.
-func (p poller) pollFailed(obj client.Object, st *fleetv1alpha1.DiscoveryStatus, kind string, fleet Clients, err error) ctrl.Result {
+func (p Poller) pollFailed(obj client.Object, st *fleetv1alpha1.DiscoveryStatus, kind string, fleet Clients, err error) ctrl.Result {
 	reason := fleetv1alpha1.ReasonListFailed
 	switch {
 	case fleetclient.IsRateLimited(err):
@@ -106,7 +106,7 @@ func (p poller) pollFailed(obj client.Object, st *fleetv1alpha1.DiscoveryStatus,
 }
 
 // pollSucceeded records the outcome of a successful poll: conditions, conflicts truncation, events.
-func (p poller) pollSucceeded(obj client.Object, st *fleetv1alpha1.DiscoveryStatus, kind string, now metav1.Time,
+func (p Poller) pollSucceeded(obj client.Object, st *fleetv1alpha1.DiscoveryStatus, kind string, now metav1.Time,
 	conflicts []discovery.Conflict, truncated bool, created, pruned int, summary string) {
 	st.LastSuccessTime = &now
 	recordSync(kind, fleetv1alpha1.ReasonSynced)
@@ -135,7 +135,7 @@ func (p poller) pollSucceeded(obj client.Object, st *fleetv1alpha1.DiscoveryStat
 }
 
 // conflictEvents emits one Conflict event per conflict that was not reported by the previous poll.
-func (p poller) conflictEvents(obj client.Object, previous map[string]bool, conflicts []discovery.Conflict) {
+func (p Poller) conflictEvents(obj client.Object, previous map[string]bool, conflicts []discovery.Conflict) {
 	for _, c := range conflicts {
 		if !previous[c.ID] {
 			p.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "Conflict", "Poll", "Fleet ID %q: %s: %s", c.ID, c.Reason, c.Message)

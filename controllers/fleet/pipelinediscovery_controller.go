@@ -28,7 +28,7 @@ const PipelineDiscoveryControllerName = "fleet-pipelinediscovery"
 // PipelineDiscoveryReconciler imports Fleet pipelines as Pipeline CRs on each discovery's poll interval.
 type PipelineDiscoveryReconciler struct {
 	client.Client
-	poller
+	Poller
 	Fleet Clients
 	// MaxConcurrentReconciles is --controller-discovery-max-concurrent.
 	MaxConcurrentReconciles int
