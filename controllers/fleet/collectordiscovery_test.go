@@ -46,6 +46,7 @@ func TestCollectorDiscoveryCreatesCollectorsAndPrunes(t *testing.T) {
 			Policy:   fleetv1alpha1.CollectorDiscoveryPolicy{OnCollectorRemoved: fleetv1alpha1.RemovalDelete},
 		}}
 	g.Expect(env.Client.Create(ctx, d)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, d) })
 	get := func(g Gomega) *fleetv1alpha1.CollectorDiscovery {
 		got := &fleetv1alpha1.CollectorDiscovery{}
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(d), got)).To(Succeed())

@@ -66,6 +66,7 @@ func TestPipelineDiscoveryAdoptsReportsConflictsAndRetires(t *testing.T) {
 	d := &fleetv1alpha1.PipelineDiscovery{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "import"},
 		Spec: fleetv1alpha1.PipelineDiscoverySpec{Selector: otelSelector()}}
 	g.Expect(env.Client.Create(ctx, d)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, d) })
 	g.Expect(d.Spec.PollInterval.Duration).To(Equal(5*time.Minute), "defaulted by the CRD")
 	g.Expect(d.Spec.ImportMode).To(Equal(fleetv1alpha1.DiscoveryAdopt))
 	g.Expect(d.Spec.Policy.OnPipelineRemoved).To(Equal(fleetv1alpha1.RemovalKeep))
@@ -177,12 +178,15 @@ func TestPipelineDiscoveryConflictsAreCappedAt100(t *testing.T) {
 	first := &fleetv1alpha1.PipelineDiscovery{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "first"},
 		Spec: fleetv1alpha1.PipelineDiscoverySpec{Selector: otelSelector(), ImportMode: fleetv1alpha1.DiscoveryReadOnly}}
 	g.Expect(env.Client.Create(ctx, first)).To(Succeed())
+	// Gone before later tests count Fleet calls (a poll after a manager restart would be one).
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, first) })
 	g.Eventually(func(g Gomega) {
 		g.Expect(pipelineDiscovery(g, client.ObjectKeyFromObject(first)).Status.PipelinesManaged).To(BeEquivalentTo(101))
 	}, "60s").Should(Succeed())
 	second := &fleetv1alpha1.PipelineDiscovery{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "second"},
 		Spec: fleetv1alpha1.PipelineDiscoverySpec{Selector: otelSelector(), ImportMode: fleetv1alpha1.DiscoveryReadOnly}}
 	g.Expect(env.Client.Create(ctx, second)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, second) })
 	g.Eventually(func(g Gomega) {
 		got := pipelineDiscovery(g, client.ObjectKeyFromObject(second))
 		g.Expect(got.Status.Conflicts).To(HaveLen(fleetv1alpha1.MaxDiscoveryConflicts))
