@@ -127,7 +127,9 @@ func TestPipelineDiscoveryAdoptsReportsConflictsAndRetires(t *testing.T) {
 			g.Expect(env.Client.Update(ctx, cur)).To(Succeed())
 		}).Should(Succeed())
 	}
-	update(func(d *fleetv1alpha1.PipelineDiscovery) { d.Spec.PollInterval = metav1.Duration{Duration: 2 * time.Minute} })
+	update(func(d *fleetv1alpha1.PipelineDiscovery) {
+		d.Spec.PollInterval = metav1.Duration{Duration: 2 * time.Minute}
+	})
 	g.Eventually(func(g Gomega) {
 		p := &fleetv1alpha1.Pipeline{}
 		g.Expect(env.Client.Get(ctx, aKey, p)).To(Succeed())
@@ -138,7 +140,9 @@ func TestPipelineDiscoveryAdoptsReportsConflictsAndRetires(t *testing.T) {
 	}).Should(Succeed())
 
 	// With Delete the stale CR goes (its pipeline is gone from Fleet, so the finalizer's delete is a no-op).
-	update(func(d *fleetv1alpha1.PipelineDiscovery) { d.Spec.Policy.OnPipelineRemoved = fleetv1alpha1.RemovalDelete })
+	update(func(d *fleetv1alpha1.PipelineDiscovery) {
+		d.Spec.Policy.OnPipelineRemoved = fleetv1alpha1.RemovalDelete
+	})
 	g.Eventually(func() bool { return apierrors.IsNotFound(env.Client.Get(ctx, aKey, &fleetv1alpha1.Pipeline{})) }).Should(BeTrue())
 	g.Eventually(func(g Gomega) {
 		got := pipelineDiscovery(g, client.ObjectKeyFromObject(d))
