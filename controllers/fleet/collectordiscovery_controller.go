@@ -29,6 +29,8 @@ const CollectorDiscoveryControllerName = "fleet-collectordiscovery"
 // Collector controller does everything else with them, so it must run too.
 type CollectorDiscoveryReconciler struct {
 	client.Client
+	// APIReader reads a CR the cache has not seen yet, when a create finds it already there.
+	APIReader client.Reader
 	Poller
 	Fleet Clients
 	// MaxConcurrentReconciles is --controller-discovery-max-concurrent.
@@ -126,6 +128,9 @@ func (r *CollectorDiscoveryReconciler) poll(ctx context.Context, d *fleetv1alpha
 	var existing []discovery.Existing
 	for i := range owned.Items {
 		c := &owned.Items[i]
+		if !c.DeletionTimestamp.IsZero() {
+			continue // already on its way out; not counted, not planned
+		}
 		crs[c.Name] = c
 		existing = append(existing, existingCollector(c))
 	}
@@ -144,7 +149,16 @@ func (r *CollectorDiscoveryReconciler) poll(ctx context.Context, d *fleetv1alpha
 			created++
 			managed++
 		case apierrors.IsAlreadyExists(err):
-			// The cache had not seen it yet; the next poll sorts it out.
+			// The cache had not seen it yet: decide from the API server's copy.
+			live := &fleetv1alpha1.Collector{}
+			if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: target, Name: rem.CRName}, live); err != nil {
+				return ctrl.Result{}, err
+			}
+			if c := discovery.Classify(self, rem, existingCollector(live)); c != nil {
+				plan.Conflicts = append(plan.Conflicts, *c)
+			} else {
+				managed++
+			}
 		default:
 			plan.Conflicts = append(plan.Conflicts, discovery.Conflict{ID: rem.ID, CRName: rem.CRName,
 				Reason: fleetv1alpha1.ConflictCreateFailed, Message: err.Error()})

@@ -28,6 +28,8 @@ const PipelineDiscoveryControllerName = "fleet-pipelinediscovery"
 // PipelineDiscoveryReconciler imports Fleet pipelines as Pipeline CRs on each discovery's poll interval.
 type PipelineDiscoveryReconciler struct {
 	client.Client
+	// APIReader reads a CR the cache has not seen yet, when a create finds it already there.
+	APIReader client.Reader
 	Poller
 	Fleet Clients
 	// MaxConcurrentReconciles is --controller-discovery-max-concurrent.
@@ -96,6 +98,9 @@ func (r *PipelineDiscoveryReconciler) poll(ctx context.Context, d *fleetv1alpha1
 	var existing []discovery.Existing
 	for i := range owned.Items {
 		p := &owned.Items[i]
+		if !p.DeletionTimestamp.IsZero() {
+			continue // already on its way out; not counted, not planned
+		}
 		crs[p.Name] = p
 		existing = append(existing, existingPipeline(p))
 	}
@@ -115,7 +120,16 @@ func (r *PipelineDiscoveryReconciler) poll(ctx context.Context, d *fleetv1alpha1
 			created++
 			managed++
 		case apierrors.IsAlreadyExists(err):
-			// The cache had not seen it yet; the next poll sorts it out.
+			// The cache had not seen it yet: decide from the API server's copy.
+			live := &fleetv1alpha1.Pipeline{}
+			if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: target, Name: rem.CRName}, live); err != nil {
+				return ctrl.Result{}, err
+			}
+			if c := discovery.Classify(self, rem, existingPipeline(live)); c != nil {
+				plan.Conflicts = append(plan.Conflicts, *c)
+			} else {
+				managed++
+			}
 		default:
 			plan.Conflicts = append(plan.Conflicts, discovery.Conflict{ID: rem.ID, CRName: rem.CRName,
 				Reason: fleetv1alpha1.ConflictCreateFailed, Message: err.Error()})

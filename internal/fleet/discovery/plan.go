@@ -88,17 +88,8 @@ func Build(self string, remotes []Remote, owned []Existing, atName func(string) 
 			continue
 		}
 		if e, ok := atName(r.CRName); ok {
-			switch {
-			case e.DiscoveredBy == "":
-				p.Conflicts = append(p.Conflicts, Conflict{ID: r.ID, CRName: r.CRName, Reason: fleetv1alpha1.ConflictNotOwnedByDiscovery,
-					Message: fmt.Sprintf("%q exists and was not created by a discovery; it is left alone", r.CRName)})
-			case e.DiscoveredBy != self:
-				p.Conflicts = append(p.Conflicts, Conflict{ID: r.ID, CRName: r.CRName, Reason: fleetv1alpha1.ConflictOwnedByOtherDiscovery,
-					Message: fmt.Sprintf("%q was created by discovery %s", r.CRName, e.DiscoveredBy)})
-			default:
-				// Ours by record but for another ID (a 20-bit suffix collision, or a hand-edited record).
-				p.Conflicts = append(p.Conflicts, Conflict{ID: r.ID, CRName: r.CRName, Reason: fleetv1alpha1.ConflictNameSanitizationFailed,
-					Message: fmt.Sprintf("the derived name %q is already used for Fleet ID %q", r.CRName, e.ID)})
+			if c := Classify(self, r, e); c != nil {
+				p.Conflicts = append(p.Conflicts, *c)
 			}
 			continue
 		}
@@ -118,6 +109,24 @@ func Build(self string, remotes []Remote, owned []Existing, atName func(string) 
 // SortConflicts orders conflicts by ID, so the first 100 kept in status are stable from poll to poll.
 func SortConflicts(c []Conflict) {
 	sort.Slice(c, func(i, j int) bool { return c[i].ID < c[j].ID })
+}
+
+// Classify says why the CR e, found under the name derived for r, is not r's CR: nil when it is (this
+// discovery's, for the same ID — e.g. created by a poll the cache had not caught up with).
+func Classify(self string, r Remote, e Existing) *Conflict {
+	switch {
+	case e.DiscoveredBy == "":
+		return &Conflict{ID: r.ID, CRName: r.CRName, Reason: fleetv1alpha1.ConflictNotOwnedByDiscovery,
+			Message: fmt.Sprintf("%q exists and was not created by a discovery; it is left alone", r.CRName)}
+	case e.DiscoveredBy != self:
+		return &Conflict{ID: r.ID, CRName: r.CRName, Reason: fleetv1alpha1.ConflictOwnedByOtherDiscovery,
+			Message: fmt.Sprintf("%q was created by discovery %s", r.CRName, e.DiscoveredBy)}
+	case e.ID != r.ID:
+		// Ours by record but for another ID (a 20-bit suffix collision, or a hand-edited record).
+		return &Conflict{ID: r.ID, CRName: r.CRName, Reason: fleetv1alpha1.ConflictNameSanitizationFailed,
+			Message: fmt.Sprintf("the derived name %q is already used for Fleet ID %q", r.CRName, e.ID)}
+	}
+	return nil
 }
 
 // CapConflicts returns at most max conflicts and whether any were cut.
