@@ -26,9 +26,6 @@ const (
 	collectorDiscoveredByField = "metadata.annotations.discovered-by"
 )
 
-// DiscoveryFailureRetry is how soon a failed poll is retried (never later than the poll interval).
-const DiscoveryFailureRetry = 30 * time.Second
-
 func indexDiscovered(ctx context.Context, mgr manager.Manager) error {
 	if err := kube.IndexField(ctx, mgr, &fleetv1alpha1.Pipeline{}, pipelineDiscoveredByField, func(o client.Object) []string {
 		if v := o.GetAnnotations()[fleetv1alpha1.AnnotationPipelineDiscoveredBy]; v != "" {
@@ -59,31 +56,10 @@ func (p Poller) now() time.Time {
 	return p.Clock.Now()
 }
 
-func pollInterval(d metav1.Duration) time.Duration {
-	if d.Duration < fleetv1alpha1.MinPollInterval {
-		if d.Duration == 0 {
-			return fleetv1alpha1.DefaultPollInterval
-		}
-		return fleetv1alpha1.MinPollInterval
-	}
-	return d.Duration
-}
+func pollInterval(d metav1.Duration) time.Duration { return discovery.PollInterval(d) }
 
-// untilDue is the skip rule: how long until the next poll, 0 when due now. A spec change is due at once; after
-// a failed poll the retry comes sooner (10 s after a 429, 30 s otherwise), never later than the interval.
 func untilDue(st *fleetv1alpha1.DiscoveryStatus, generation int64, interval time.Duration, now time.Time) time.Duration {
-	if st.LastSyncTime == nil || st.ObservedGeneration != generation {
-		return 0
-	}
-	wait := interval
-	if c := meta.FindStatusCondition(st.Conditions, fleetv1alpha1.ConditionSynced); c == nil || c.Status != metav1.ConditionTrue {
-		retry := DiscoveryFailureRetry
-		if c != nil && c.Reason == fleetv1alpha1.ReasonRateLimited {
-			retry = RateLimitedRequeue
-		}
-		wait = min(wait, retry)
-	}
-	return st.LastSyncTime.Add(wait).Sub(now)
+	return discovery.UntilDue(st, generation, interval, now)
 }
 
 // pollFailed records a poll that could not list Fleet; the caller requeues through untilDue.
