@@ -56,7 +56,7 @@ func (p Poller) now() time.Time {
 	return p.Clock.Now()
 }
 
-func pollInterval(d metav1.Duration) time.Duration { return discovery.PollInterval(d) }
+func pollInterval(d *metav1.Duration) time.Duration { return discovery.PollInterval(d) }
 
 func untilDue(st *fleetv1alpha1.DiscoveryStatus, generation int64, interval time.Duration, now time.Time) time.Duration {
 	return discovery.UntilDue(st, generation, interval, now)

@@ -128,7 +128,7 @@ func TestPipelineDiscoveryAdoptsReportsConflictsAndRetires(t *testing.T) {
 		}).Should(Succeed())
 	}
 	update(func(d *fleetv1alpha1.PipelineDiscovery) {
-		d.Spec.PollInterval = metav1.Duration{Duration: 2 * time.Minute}
+		d.Spec.PollInterval = &metav1.Duration{Duration: 2 * time.Minute}
 	})
 	g.Eventually(func(g Gomega) {
 		p := &fleetv1alpha1.Pipeline{}
@@ -211,7 +211,7 @@ func TestDiscoveryWebhookRejections(t *testing.T) {
 		want string
 	}{
 		"poll interval": {&fleetv1alpha1.PipelineDiscovery{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p1"},
-			Spec: fleetv1alpha1.PipelineDiscoverySpec{PollInterval: metav1.Duration{Duration: 30 * time.Second}}}, "spec.pollInterval"},
+			Spec: fleetv1alpha1.PipelineDiscoverySpec{PollInterval: &metav1.Duration{Duration: 30 * time.Second}}}, "spec.pollInterval"},
 		"target namespace": {&fleetv1alpha1.PipelineDiscovery{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p2"},
 			Spec: fleetv1alpha1.PipelineDiscoverySpec{TargetNamespace: "Not_A_Namespace"}}, "spec.targetNamespace"},
 		"collector matcher": {&fleetv1alpha1.CollectorDiscovery{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1"},
@@ -219,7 +219,7 @@ func TestDiscoveryWebhookRejections(t *testing.T) {
 		"collector blank ID": {&fleetv1alpha1.CollectorDiscovery{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c2"},
 			Spec: fleetv1alpha1.CollectorDiscoverySpec{Selector: fleetv1alpha1.PolicySelector{CollectorIDs: []string{" "}}}}, "spec.selector.collectorIDs[0]"},
 		"collector poll interval": {&fleetv1alpha1.CollectorDiscovery{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c3"},
-			Spec: fleetv1alpha1.CollectorDiscoverySpec{PollInterval: metav1.Duration{Duration: time.Second}}}, "spec.pollInterval"},
+			Spec: fleetv1alpha1.CollectorDiscoverySpec{PollInterval: &metav1.Duration{Duration: time.Second}}}, "spec.pollInterval"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := env.Client.Create(ctx, tc.obj)

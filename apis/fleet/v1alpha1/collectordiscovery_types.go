@@ -32,7 +32,7 @@ type CollectorDiscoverySpec struct {
 	// +kubebuilder:default="5m"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('60s')",message="spec.pollInterval must be at least 1m"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Poll Interval"
-	PollInterval metav1.Duration `json:"pollInterval,omitempty"`
+	PollInterval *metav1.Duration `json:"pollInterval,omitempty"`
 	// Selector picks the collectors. Only the matchers are sent to Fleet; collectorIDs are ORed in on the
 	// operator's side (which then lists every collector). An empty selector discovers every collector.
 	// +optional

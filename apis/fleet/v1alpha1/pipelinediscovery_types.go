@@ -45,7 +45,7 @@ type PipelineDiscoverySpec struct {
 	// +kubebuilder:default="5m"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('60s')",message="spec.pollInterval must be at least 1m"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Poll Interval"
-	PollInterval metav1.Duration `json:"pollInterval,omitempty"`
+	PollInterval *metav1.Duration `json:"pollInterval,omitempty"`
 	// Selector filters the pipelines imported.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Selector"

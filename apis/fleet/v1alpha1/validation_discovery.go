@@ -10,9 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// validatePollInterval checks that the interval is at least MinPollInterval (0 means the default).
-func validatePollInterval(path *field.Path, d metav1.Duration) field.ErrorList {
-	if d.Duration != 0 && d.Duration < MinPollInterval {
+// validatePollInterval checks that a set interval is at least MinPollInterval (unset means the default).
+func validatePollInterval(path *field.Path, d *metav1.Duration) field.ErrorList {
+	if d != nil && d.Duration < MinPollInterval {
 		return field.ErrorList{field.Invalid(path, d.Duration.String(), fmt.Sprintf("must be at least %s", MinPollInterval))}
 	}
 	return nil

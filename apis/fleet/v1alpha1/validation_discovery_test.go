@@ -17,9 +17,9 @@ func TestValidatePipelineDiscovery(t *testing.T) {
 		want string
 	}{
 		{"defaults", PipelineDiscoverySpec{}, ""},
-		{"full", PipelineDiscoverySpec{PollInterval: metav1.Duration{Duration: time.Minute}, TargetNamespace: "mirror",
+		{"full", PipelineDiscoverySpec{PollInterval: &metav1.Duration{Duration: time.Minute}, TargetNamespace: "mirror",
 			ImportMode: DiscoveryReadOnly, Policy: PipelineDiscoveryPolicy{OnPipelineRemoved: RemovalDelete}}, ""},
-		{"poll too often", PipelineDiscoverySpec{PollInterval: metav1.Duration{Duration: 59 * time.Second}}, "spec.pollInterval"},
+		{"poll too often", PipelineDiscoverySpec{PollInterval: &metav1.Duration{Duration: 59 * time.Second}}, "spec.pollInterval"},
 		{"bad namespace", PipelineDiscoverySpec{TargetNamespace: "Mirror_NS"}, "spec.targetNamespace"},
 		{"config type", PipelineDiscoverySpec{Selector: PipelineDiscoverySelector{ConfigType: &bogus}}, "spec.selector.configType"},
 		{"import mode", PipelineDiscoverySpec{ImportMode: "Steal"}, "spec.importMode"},

@@ -17,10 +17,10 @@ const (
 	RateLimitedRetry = 10 * time.Second
 )
 
-// PollInterval is spec.pollInterval with the default for 0 and the minimum enforced.
-func PollInterval(d metav1.Duration) time.Duration {
+// PollInterval is spec.pollInterval with the default for unset (or 0) and the minimum enforced.
+func PollInterval(d *metav1.Duration) time.Duration {
 	switch {
-	case d.Duration == 0:
+	case d == nil || d.Duration == 0:
 		return fleetv1alpha1.DefaultPollInterval
 	case d.Duration < fleetv1alpha1.MinPollInterval:
 		return fleetv1alpha1.MinPollInterval

@@ -43,7 +43,7 @@ func TestUntilDue(t *testing.T) {
 
 func TestPollInterval(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(PollInterval(metav1.Duration{})).To(Equal(5 * time.Minute))
-	g.Expect(PollInterval(metav1.Duration{Duration: time.Second})).To(Equal(time.Minute))
-	g.Expect(PollInterval(metav1.Duration{Duration: time.Hour})).To(Equal(time.Hour))
+	g.Expect(PollInterval(nil)).To(Equal(5 * time.Minute))
+	g.Expect(PollInterval(&metav1.Duration{Duration: time.Second})).To(Equal(time.Minute))
+	g.Expect(PollInterval(&metav1.Duration{Duration: time.Hour})).To(Equal(time.Hour))
 }
