@@ -21,7 +21,7 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(syncedTotal)
-	for _, kind := range []string{"Pipeline", "Collector"} {
+	for _, kind := range []string{"Pipeline", "Collector", "PipelineDiscovery", "CollectorDiscovery"} {
 		last := &atomic.Int64{}
 		lastSuccess[kind] = last
 		metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -42,7 +42,9 @@ func init() {
 func recordSync(kind, reason string) {
 	syncedTotal.WithLabelValues(kind, reason).Inc()
 	if reason == "Synced" {
-		lastSuccess[kind].Store(time.Now().UnixNano())
+		if last := lastSuccess[kind]; last != nil {
+			last.Store(time.Now().UnixNano())
+		}
 	}
 }
 
@@ -52,3 +54,10 @@ var ownedKeysGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 }, []string{"namespace", "name"})
 
 func init() { metrics.Registry.MustRegister(ownedKeysGauge) }
+
+var discoveryResultSize = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "fleet_discovery_list_collectors_result_size",
+	Help: "Collectors the last ListCollectors call of a CollectorDiscovery returned.",
+}, []string{"namespace", "name"})
+
+func init() { metrics.Registry.MustRegister(discoveryResultSize) }

@@ -278,6 +278,12 @@ func setCondition(obj interface {
 		conds = &o.Status.Conditions
 	case *fleetv1alpha1.RemoteAttributePolicy:
 		conds = &o.Status.Conditions
+	case *fleetv1alpha1.PipelineDiscovery:
+		conds = &o.Status.Conditions
+	case *fleetv1alpha1.CollectorDiscovery:
+		conds = &o.Status.Conditions
+	case *fleetv1alpha1.TenantPolicy:
+		conds = &o.Status.Conditions
 	}
 	meta.SetStatusCondition(conds, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg,
 		ObservedGeneration: obj.GetGeneration()})

@@ -2,12 +2,14 @@ package fleet_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	_ "github.com/go-sql-driver/mysql"
 	collectorv1 "github.com/grafana/fleet-management-api/api/gen/proto/go/collector/v1"
 	"github.com/jackc/pgx/v5"
 	. "github.com/onsi/gomega"
@@ -68,4 +70,56 @@ func TestExternalAttributeSyncFromPostgres(t *testing.T) {
 	g.Expect(s.Status.LastSuccessTime).NotTo(BeNil())
 
 	g.Expect(strings.Contains(syncCondition(g, client.ObjectKeyFromObject(sync), fleetv1alpha1.ConditionReady).Message, "1 applied")).To(BeTrue())
+}
+
+// TestExternalAttributeSyncFromMariaDB is the same path against this machine's MariaDB: the DSN asks for
+// multiStatements, which the source forces off, and the Collector controller applies the rows.
+func TestExternalAttributeSyncFromMariaDB(t *testing.T) {
+	dsn := os.Getenv("QUARTET_TEST_MYSQL_DSN")
+	if dsn == "" {
+		dsn = "root@tcp(127.0.0.1:3306)/test"
+	}
+	db, err := sql.Open("mysql", dsn)
+	if err == nil {
+		err = db.Ping()
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("MariaDB/MySQL is required under CI=true: %v", err)
+		}
+		t.Skipf("MariaDB/MySQL not reachable (CI=true makes this fatal): %v", err)
+	}
+	defer func() { _ = db.Close() }()
+	table := fmt.Sprintf("eas_ctrl_%d", time.Now().UnixNano())
+	_, err = db.Exec("CREATE TABLE " + table + " (collector varchar(128), rack varchar(64), dc varchar(64))")
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _, _ = db.Exec("DROP TABLE IF EXISTS " + table) })
+
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	id := ns + "-edge"
+	_, err = db.Exec("INSERT INTO "+table+" VALUES (?, 'r7', 'ber'), ('other', 'r1', 'ams')", id)
+	g.Expect(err).NotTo(HaveOccurred())
+	srv.PutCollector(&collectorv1.Collector{Id: id})
+	g.Expect(env.Client.Create(ctx, &fleetv1alpha1.Collector{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"},
+		Spec: fleetv1alpha1.CollectorSpec{ID: id}})).To(Succeed())
+	sqlSecret(t, ns, dsn+"?multiStatements=true")
+	sync := &fleetv1alpha1.ExternalAttributeSync{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "inventory"},
+		Spec: fleetv1alpha1.ExternalAttributeSyncSpec{
+			Source: fleetv1alpha1.ExternalSource{Kind: fleetv1alpha1.SourceKindSQL, SecretRef: &fleetv1alpha1.SecretReference{Name: "db"},
+				SQL: &fleetv1alpha1.SQLSource{Driver: fleetv1alpha1.SQLDriverMySQL, Query: "SELECT collector, rack, dc FROM " + table}},
+			Schedule: "*/30 * * * *",
+			Selector: fleetv1alpha1.PolicySelector{Matchers: []string{`collector.id=~"` + ns + `-.*"`}},
+			Mapping: fleetv1alpha1.AttributeMapping{CollectorIDField: "collector",
+				AttributeFields: map[string]string{"rack": "rack", "datacenter": "dc"}, RequiredKeys: []string{"rack"}},
+		}}
+	g.Expect(env.Client.Create(ctx, sync)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(srv.Collector(id).GetRemoteAttributes()).To(Equal(map[string]string{"rack": "r7", "datacenter": "ber"}))
+	}).Should(Succeed())
+	s := &fleetv1alpha1.ExternalAttributeSync{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(sync), s)).To(Succeed())
+	g.Expect(s.Status.RecordsSeen).To(BeEquivalentTo(2))
+	g.Expect(s.Status.RecordsApplied).To(BeEquivalentTo(1))
 }

@@ -42,13 +42,17 @@ func TestMain(m *testing.M) {
 	srv.Start()
 	code := testenv.Main(m, &env, testenv.Options{
 		Controllers: []string{fleet.PipelineControllerName, fleet.CollectorControllerName,
-			fleet.RemoteAttributePolicyControllerName, fleet.ExternalAttributeSyncControllerName},
+			fleet.RemoteAttributePolicyControllerName, fleet.ExternalAttributeSyncControllerName,
+			fleet.PipelineDiscoveryControllerName, fleet.CollectorDiscoveryControllerName, fleet.TenantPolicyControllerName},
 		Manager: func(o *manager.Options) {
 			o.FleetCredentialsSecret = "fleet-system/fleet-credentials"
 			o.FleetAPIRPS, o.FleetAPIBurst = testRPS, testBurst
 			// httptest sources listen on 127.0.0.1; everything else stays blocked (the sync tests prove it).
 			o.SSRFAllowForTesting = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
 			o.SyncTargetRate, o.SyncTargetBurst = 100, 100
+			// Both are on for the whole suite: the tests' own requests come from an administrator no TenantPolicy
+			// binds, and tenancy_test.go impersonates the users it binds.
+			o.EnforceTenantPolicies, o.EnforceCrossNamespaceDiscoveryAuthz = true, true
 		},
 	})
 	srv.Close()

@@ -77,6 +77,13 @@ type Options struct {
 	// ExternalAttributeSync controllers.
 	PolicyConcurrency int
 	SyncConcurrency   int
+	// DiscoveryConcurrency is MaxConcurrentReconciles of the PipelineDiscovery and CollectorDiscovery controllers.
+	DiscoveryConcurrency int
+	// EnforceTenantPolicies turns on TenantPolicy admission for the fleet kinds.
+	EnforceTenantPolicies bool
+	// EnforceCrossNamespaceDiscoveryAuthz makes discovery admission check, with a SubjectAccessReview, that the
+	// requester may create the discovered kind in spec.targetNamespace.
+	EnforceCrossNamespaceDiscoveryAuthz bool
 	// SyncTargetRate and SyncTargetBurst size the per-host rate limiter of ExternalAttributeSync HTTP sources.
 	SyncTargetRate  float64
 	SyncTargetBurst int
@@ -110,6 +117,7 @@ func DefaultOptions() Options {
 		PipelineNameScope:          "none",
 		PolicyConcurrency:          4,
 		SyncConcurrency:            4,
+		DiscoveryConcurrency:       1,
 		SyncTargetRate:             1,
 		SyncTargetBurst:            5,
 	}
@@ -174,6 +182,14 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How many RemoteAttributePolicies are reconciled at once.")
 	fs.IntVar(&o.SyncConcurrency, "controller-sync-max-concurrent", o.SyncConcurrency,
 		"How many ExternalAttributeSyncs are reconciled (run) at once.")
+	fs.IntVar(&o.DiscoveryConcurrency, "controller-discovery-max-concurrent", o.DiscoveryConcurrency,
+		"How many PipelineDiscoveries and CollectorDiscoveries (each) are polled at once.")
+	fs.BoolVar(&o.EnforceTenantPolicies, "enable-tenant-policy-enforcement", o.EnforceTenantPolicies,
+		"Enforce TenantPolicies at admission for Pipelines, Collectors, RemoteAttributePolicies, ExternalAttributeSyncs "+
+			"and both discoveries.")
+	fs.BoolVar(&o.EnforceCrossNamespaceDiscoveryAuthz, "enforce-cross-namespace-discovery-authz", o.EnforceCrossNamespaceDiscoveryAuthz,
+		"Admit a discovery whose spec.targetNamespace is another namespace only when a SubjectAccessReview says the "+
+			"requester may create the discovered kind there.")
 	fs.Float64Var(&o.SyncTargetRate, "controller-sync-target-rate", o.SyncTargetRate,
 		"Requests per second to any one ExternalAttributeSync HTTP host (a token bucket per host).")
 	fs.IntVar(&o.SyncTargetBurst, "controller-sync-target-burst", o.SyncTargetBurst,
@@ -263,6 +279,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			"agentrax-agentdeployment":    o.AgentDeploymentConcurrency,
 			"fleet-remoteattributepolicy": o.PolicyConcurrency,
 			"fleet-externalattributesync": o.SyncConcurrency,
+			"fleet-pipelinediscovery":     o.DiscoveryConcurrency,
+			"fleet-collectordiscovery":    o.DiscoveryConcurrency,
 		},
 		APIBindAddress:  o.APIBindAddress,
 		WatchNamespaces: o.WatchNamespaces,
@@ -274,6 +292,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			CredentialsSecret: o.FleetCredentialsSecret, APIURL: o.FleetAPIURL,
 			RPS: o.FleetAPIRPS, Burst: o.FleetAPIBurst, PipelineNameScope: o.PipelineNameScope,
 			SyncTargetRate: o.SyncTargetRate, SyncTargetBurst: o.SyncTargetBurst, SSRFAllowForTesting: o.SSRFAllowForTesting,
+			EnforceTenantPolicies: o.EnforceTenantPolicies, EnforceCrossNamespaceDiscoveryAuthz: o.EnforceCrossNamespaceDiscoveryAuthz,
 		},
 	}
 	if err := operator.Setup(ctx, mgr, controllers, deps, o.EnableWebhooks); err != nil {

@@ -34,6 +34,18 @@ type FleetSettings struct {
 	SyncTargetBurst int
 	// SSRFAllowForTesting exempts prefixes from the SSRF guard (tests only).
 	SSRFAllowForTesting []netip.Prefix
+	// EnforceTenantPolicies is --enable-tenant-policy-enforcement.
+	EnforceTenantPolicies bool
+	// EnforceCrossNamespaceDiscoveryAuthz is --enforce-cross-namespace-discovery-authz.
+	EnforceCrossNamespaceDiscoveryAuthz bool
+}
+
+// tenancy is the per-user admission checks every fleet webhook shares.
+func (s FleetSettings) tenancy(mgr ctrl.Manager) *fleetwebhooks.Tenancy {
+	return &fleetwebhooks.Tenancy{
+		Policies: mgr.GetClient(), Namespaces: mgr.GetAPIReader(), Reviews: mgr.GetClient(),
+		EnforcePolicies: s.EnforceTenantPolicies, EnforceCrossNamespace: s.EnforceCrossNamespaceDiscoveryAuthz,
+	}
 }
 
 // guard is the SSRF guard of the sync controller and webhook.
@@ -151,17 +163,74 @@ func fleetControllers() []Controller {
 				}).SetupWithManager(ctx, mgr)
 			},
 		},
+		{
+			Name: fleetcontrollers.PipelineDiscoveryControllerName, Group: "fleet",
+			Reads: []Kind{"fleet/PipelineDiscovery", "fleet/Pipeline"},
+			Setup: func(ctx context.Context, mgr ctrl.Manager, d Dependencies) error {
+				provider, err := fleetProvider(mgr, d.Fleet)
+				if err != nil {
+					return err
+				}
+				return (&fleetcontrollers.PipelineDiscoveryReconciler{
+					Client:                  mgr.GetClient(),
+					Poller:                  fleetcontrollers.Poller{Recorder: mgr.GetEventRecorder(fleetcontrollers.PipelineDiscoveryControllerName), Clock: d.Clock},
+					Fleet:                   provider,
+					MaxConcurrentReconciles: d.Concurrency[fleetcontrollers.PipelineDiscoveryControllerName],
+				}).SetupWithManager(ctx, mgr)
+			},
+		},
+		{
+			Name: fleetcontrollers.CollectorDiscoveryControllerName, Group: "fleet",
+			Reads: []Kind{"fleet/CollectorDiscovery", "fleet/Collector"},
+			// The discovery only creates Collector CRs; without the Collector controller nothing would act on them.
+			Requires: []string{fleetcontrollers.CollectorControllerName},
+			Setup: func(ctx context.Context, mgr ctrl.Manager, d Dependencies) error {
+				provider, err := fleetProvider(mgr, d.Fleet)
+				if err != nil {
+					return err
+				}
+				return (&fleetcontrollers.CollectorDiscoveryReconciler{
+					Client:                  mgr.GetClient(),
+					Poller:                  fleetcontrollers.Poller{Recorder: mgr.GetEventRecorder(fleetcontrollers.CollectorDiscoveryControllerName), Clock: d.Clock},
+					Fleet:                   provider,
+					MaxConcurrentReconciles: d.Concurrency[fleetcontrollers.CollectorDiscoveryControllerName],
+				}).SetupWithManager(ctx, mgr)
+			},
+		},
+		{
+			Name: fleetcontrollers.TenantPolicyControllerName, Group: "fleet",
+			Reads: []Kind{"fleet/TenantPolicy"},
+			Setup: func(_ context.Context, mgr ctrl.Manager, _ Dependencies) error {
+				return (&fleetcontrollers.TenantPolicyReconciler{
+					Client:   mgr.GetClient(),
+					Recorder: mgr.GetEventRecorder(fleetcontrollers.TenantPolicyControllerName),
+				}).SetupWithManager(mgr)
+			},
+		},
 	}
 }
 
 // fleetWebhooks are the admission webhooks of the fleetmanagement.grafana.com group.
 func fleetWebhooks() []Webhook {
 	return []Webhook{
-		{Kind: "fleet/Pipeline", Setup: fleetwebhooks.SetupPipelineWebhook},
-		{Kind: "fleet/Collector", Setup: fleetwebhooks.SetupCollectorWebhook},
-		{Kind: "fleet/RemoteAttributePolicy", Setup: fleetwebhooks.SetupRemoteAttributePolicyWebhook},
-		{Kind: "fleet/ExternalAttributeSync", SetupWithDeps: func(mgr ctrl.Manager, d Dependencies) error {
-			return fleetwebhooks.SetupExternalAttributeSyncWebhook(mgr, d.Fleet.guard())
+		{Kind: "fleet/Pipeline", SetupWithDeps: func(mgr ctrl.Manager, d Dependencies) error {
+			return fleetwebhooks.SetupPipelineWebhook(mgr, d.Fleet.tenancy(mgr))
 		}},
+		{Kind: "fleet/Collector", SetupWithDeps: func(mgr ctrl.Manager, d Dependencies) error {
+			return fleetwebhooks.SetupCollectorWebhook(mgr, d.Fleet.tenancy(mgr))
+		}},
+		{Kind: "fleet/RemoteAttributePolicy", SetupWithDeps: func(mgr ctrl.Manager, d Dependencies) error {
+			return fleetwebhooks.SetupRemoteAttributePolicyWebhook(mgr, d.Fleet.tenancy(mgr))
+		}},
+		{Kind: "fleet/ExternalAttributeSync", SetupWithDeps: func(mgr ctrl.Manager, d Dependencies) error {
+			return fleetwebhooks.SetupExternalAttributeSyncWebhook(mgr, d.Fleet.guard(), d.Fleet.tenancy(mgr))
+		}},
+		{Kind: "fleet/PipelineDiscovery", SetupWithDeps: func(mgr ctrl.Manager, d Dependencies) error {
+			return fleetwebhooks.SetupPipelineDiscoveryWebhook(mgr, d.Fleet.tenancy(mgr))
+		}},
+		{Kind: "fleet/CollectorDiscovery", SetupWithDeps: func(mgr ctrl.Manager, d Dependencies) error {
+			return fleetwebhooks.SetupCollectorDiscoveryWebhook(mgr, d.Fleet.tenancy(mgr))
+		}},
+		{Kind: "fleet/TenantPolicy", Setup: fleetwebhooks.SetupTenantPolicyWebhook},
 	}
 }

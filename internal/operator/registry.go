@@ -27,6 +27,9 @@ type Controller struct {
 	Group string
 	// Reads lists every kind the controller reads; their webhooks are served whenever it runs.
 	Reads []Kind
+	// Requires names controllers that must run in the same manager for this one to be useful (e.g. the
+	// CollectorDiscovery controller only creates Collector CRs; the Collector controller acts on them).
+	Requires []string
 	// Setup registers the controller with the manager.
 	Setup func(ctx context.Context, mgr ctrl.Manager, deps Dependencies) error
 }
@@ -112,9 +115,19 @@ func (s Selection) Resolve() ([]Controller, error) {
 		}
 	}
 	var selected []Controller
+	names := map[string]bool{}
 	for _, c := range all {
 		if slices.Contains(s.Groups, c.Group) && (len(s.Controllers) == 0 || slices.Contains(s.Controllers, c.Name)) {
 			selected = append(selected, c)
+			names[c.Name] = true
+		}
+	}
+	for _, c := range selected {
+		for _, req := range c.Requires {
+			if !names[req] {
+				return nil, fmt.Errorf("controller %s requires controller %s, which is not selected: add %s to --controllers "+
+					"(and its group to --groups), or leave --controllers empty", c.Name, req, req)
+			}
 		}
 	}
 	return selected, nil

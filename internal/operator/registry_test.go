@@ -33,6 +33,10 @@ func TestSelectionResolve(t *testing.T) {
 		"controller of off grp": {Selection{Groups: []string{"gitops"}, Controllers: []string{"gnmic-target"}}, nil, ""},
 		"unknown group":         {Selection{Groups: []string{"nope"}}, nil, `unknown group "nope"`},
 		"unknown controller":    {Selection{Groups: Groups, Controllers: []string{"gnmic-nope"}}, nil, `unknown controller "gnmic-nope"`},
+		"discovery without the collector controller": {Selection{Groups: Groups, Controllers: []string{"fleet-collectordiscovery"}}, nil,
+			"controller fleet-collectordiscovery requires controller fleet-collector"},
+		"discovery with the collector controller": {Selection{Groups: Groups, Controllers: []string{"fleet-collectordiscovery", "fleet-collector"}},
+			[]string{"fleet-collector", "fleet-collectordiscovery"}, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)

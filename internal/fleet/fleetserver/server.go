@@ -299,3 +299,26 @@ func (s *Server) Collector(id string) *collectorv1.Collector {
 	}
 	return nil
 }
+
+// PutPipeline stores a pipeline as if someone had upserted it outside the operator (the Grafana UI, Terraform)
+// and returns the stored copy with its ID. Names that are not valid upsert names (e.g. with spaces, which Fleet
+// accepts from other clients) are stored as given.
+func (s *Server) PutPipeline(p *pipelinev1.Pipeline) *pipelinev1.Pipeline {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.write(p, s.byName(p.GetName()), false)
+}
+
+// RemovePipeline deletes a pipeline by ID outside the operator.
+func (s *Server) RemovePipeline(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.pipelines, id)
+}
+
+// RemoveCollector forgets a collector, as Fleet does when it is deleted.
+func (s *Server) RemoveCollector(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.collectors, id)
+}

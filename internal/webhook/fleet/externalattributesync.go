@@ -22,27 +22,29 @@ import (
 type ExternalAttributeSyncValidator struct {
 	// Guard checks URL hosts; nil is the default guard.
 	Guard *netguard.Guard
+	// Tenancy enforces TenantPolicies; nil checks nothing.
+	Tenancy *Tenancy
 }
 
 var _ admission.Validator[*fleetv1alpha1.ExternalAttributeSync] = ExternalAttributeSyncValidator{}
 
 // SetupExternalAttributeSyncWebhook registers the ExternalAttributeSync validating webhook with the guard.
-func SetupExternalAttributeSyncWebhook(mgr ctrl.Manager, guard *netguard.Guard) error {
+func SetupExternalAttributeSyncWebhook(mgr ctrl.Manager, guard *netguard.Guard, t *Tenancy) error {
 	return ctrl.NewWebhookManagedBy(mgr, &fleetv1alpha1.ExternalAttributeSync{}).
-		WithValidator(ExternalAttributeSyncValidator{Guard: guard}).Complete()
+		WithValidator(ExternalAttributeSyncValidator{Guard: guard, Tenancy: t}).Complete()
 }
 
 // ValidateCreate implements admission.Validator.
-func (v ExternalAttributeSyncValidator) ValidateCreate(_ context.Context, s *fleetv1alpha1.ExternalAttributeSync) (admission.Warnings, error) {
-	return nil, v.invalid(s)
+func (v ExternalAttributeSyncValidator) ValidateCreate(ctx context.Context, s *fleetv1alpha1.ExternalAttributeSync) (admission.Warnings, error) {
+	return nil, v.invalid(ctx, s)
 }
 
 // ValidateUpdate implements admission.Validator.
-func (v ExternalAttributeSyncValidator) ValidateUpdate(_ context.Context, _, s *fleetv1alpha1.ExternalAttributeSync) (admission.Warnings, error) {
+func (v ExternalAttributeSyncValidator) ValidateUpdate(ctx context.Context, _, s *fleetv1alpha1.ExternalAttributeSync) (admission.Warnings, error) {
 	if s.DeletionTimestamp != nil {
 		return nil, nil
 	}
-	return nil, v.invalid(s)
+	return nil, v.invalid(ctx, s)
 }
 
 // ValidateDelete implements admission.Validator; deletes are never blocked.
@@ -50,11 +52,12 @@ func (ExternalAttributeSyncValidator) ValidateDelete(context.Context, *fleetv1al
 	return nil, nil
 }
 
-func (v ExternalAttributeSyncValidator) invalid(s *fleetv1alpha1.ExternalAttributeSync) error {
+func (v ExternalAttributeSyncValidator) invalid(ctx context.Context, s *fleetv1alpha1.ExternalAttributeSync) error {
 	if errs := ValidateExternalAttributeSync(s, v.Guard); len(errs) > 0 {
 		return apierrors.NewInvalid(fleetv1alpha1.GroupVersion.WithKind("ExternalAttributeSync").GroupKind(), s.Name, errs)
 	}
-	return nil
+	return v.Tenancy.CheckSelector(ctx, "externalattributesyncs", s.Namespace, s.Name, field.NewPath("spec", "selector"),
+		s.Spec.Selector.Matchers, s.Spec.Selector.CollectorIDs)
 }
 
 // ValidateExternalAttributeSync is the whole admission check (structure, schedule, URL, SQL).

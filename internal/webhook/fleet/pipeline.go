@@ -5,6 +5,7 @@ import (
 	"context"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -15,27 +16,30 @@ import (
 
 // PipelineValidator rejects Pipelines whose contents do not fit their config type, whose matchers do not parse,
 // or whose source and annotations contradict each other.
-type PipelineValidator struct{}
+type PipelineValidator struct {
+	// Tenancy enforces TenantPolicies; nil checks nothing.
+	Tenancy *Tenancy
+}
 
 var _ admission.Validator[*fleetv1alpha1.Pipeline] = PipelineValidator{}
 
 // SetupPipelineWebhook registers the Pipeline validating webhook.
-func SetupPipelineWebhook(mgr ctrl.Manager) error {
-	return ctrl.NewWebhookManagedBy(mgr, &fleetv1alpha1.Pipeline{}).WithValidator(PipelineValidator{}).Complete()
+func SetupPipelineWebhook(mgr ctrl.Manager, t *Tenancy) error {
+	return ctrl.NewWebhookManagedBy(mgr, &fleetv1alpha1.Pipeline{}).WithValidator(PipelineValidator{Tenancy: t}).Complete()
 }
 
 // ValidateCreate implements admission.Validator.
-func (PipelineValidator) ValidateCreate(_ context.Context, p *fleetv1alpha1.Pipeline) (admission.Warnings, error) {
-	return validatePipeline(p)
+func (v PipelineValidator) ValidateCreate(ctx context.Context, p *fleetv1alpha1.Pipeline) (admission.Warnings, error) {
+	return v.validate(ctx, p)
 }
 
 // ValidateUpdate implements admission.Validator. A Pipeline being deleted is not re-validated, so its finalizer
 // can always be removed.
-func (PipelineValidator) ValidateUpdate(_ context.Context, _, p *fleetv1alpha1.Pipeline) (admission.Warnings, error) {
+func (v PipelineValidator) ValidateUpdate(ctx context.Context, _, p *fleetv1alpha1.Pipeline) (admission.Warnings, error) {
 	if p.DeletionTimestamp != nil {
 		return nil, nil
 	}
-	return validatePipeline(p)
+	return v.validate(ctx, p)
 }
 
 // ValidateDelete implements admission.Validator; deletes are never blocked.
@@ -43,10 +47,11 @@ func (PipelineValidator) ValidateDelete(context.Context, *fleetv1alpha1.Pipeline
 	return nil, nil
 }
 
-func validatePipeline(p *fleetv1alpha1.Pipeline) (admission.Warnings, error) {
+// validate checks the spec, then (only for a valid spec) the requesting user's TenantPolicies.
+func (v PipelineValidator) validate(ctx context.Context, p *fleetv1alpha1.Pipeline) (admission.Warnings, error) {
 	errs, warnings := fleetv1alpha1.ValidatePipeline(p)
 	if len(errs) > 0 {
 		return warnings, apierrors.NewInvalid(fleetv1alpha1.GroupVersion.WithKind("Pipeline").GroupKind(), p.Name, errs)
 	}
-	return warnings, nil
+	return warnings, v.Tenancy.CheckSelector(ctx, "pipelines", p.Namespace, p.Name, field.NewPath("spec"), p.Spec.Matchers, nil)
 }

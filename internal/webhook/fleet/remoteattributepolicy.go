@@ -4,6 +4,7 @@ import (
 	"context"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -14,26 +15,29 @@ import (
 
 // RemoteAttributePolicyValidator rejects policies without attributes or selector, with bad matchers, blank IDs
 // or invalid attributes.
-type RemoteAttributePolicyValidator struct{}
+type RemoteAttributePolicyValidator struct {
+	// Tenancy enforces TenantPolicies; nil checks nothing.
+	Tenancy *Tenancy
+}
 
 var _ admission.Validator[*fleetv1alpha1.RemoteAttributePolicy] = RemoteAttributePolicyValidator{}
 
 // SetupRemoteAttributePolicyWebhook registers the RemoteAttributePolicy validating webhook.
-func SetupRemoteAttributePolicyWebhook(mgr ctrl.Manager) error {
-	return ctrl.NewWebhookManagedBy(mgr, &fleetv1alpha1.RemoteAttributePolicy{}).WithValidator(RemoteAttributePolicyValidator{}).Complete()
+func SetupRemoteAttributePolicyWebhook(mgr ctrl.Manager, t *Tenancy) error {
+	return ctrl.NewWebhookManagedBy(mgr, &fleetv1alpha1.RemoteAttributePolicy{}).WithValidator(RemoteAttributePolicyValidator{Tenancy: t}).Complete()
 }
 
 // ValidateCreate implements admission.Validator.
-func (RemoteAttributePolicyValidator) ValidateCreate(_ context.Context, p *fleetv1alpha1.RemoteAttributePolicy) (admission.Warnings, error) {
-	return nil, invalidPolicy(p)
+func (v RemoteAttributePolicyValidator) ValidateCreate(ctx context.Context, p *fleetv1alpha1.RemoteAttributePolicy) (admission.Warnings, error) {
+	return nil, v.validate(ctx, p)
 }
 
 // ValidateUpdate implements admission.Validator.
-func (RemoteAttributePolicyValidator) ValidateUpdate(_ context.Context, _, p *fleetv1alpha1.RemoteAttributePolicy) (admission.Warnings, error) {
+func (v RemoteAttributePolicyValidator) ValidateUpdate(ctx context.Context, _, p *fleetv1alpha1.RemoteAttributePolicy) (admission.Warnings, error) {
 	if p.DeletionTimestamp != nil {
 		return nil, nil
 	}
-	return nil, invalidPolicy(p)
+	return nil, v.validate(ctx, p)
 }
 
 // ValidateDelete implements admission.Validator; deletes are never blocked.
@@ -41,9 +45,10 @@ func (RemoteAttributePolicyValidator) ValidateDelete(context.Context, *fleetv1al
 	return nil, nil
 }
 
-func invalidPolicy(p *fleetv1alpha1.RemoteAttributePolicy) error {
+func (v RemoteAttributePolicyValidator) validate(ctx context.Context, p *fleetv1alpha1.RemoteAttributePolicy) error {
 	if errs := fleetv1alpha1.ValidateRemoteAttributePolicy(p); len(errs) > 0 {
 		return apierrors.NewInvalid(fleetv1alpha1.GroupVersion.WithKind("RemoteAttributePolicy").GroupKind(), p.Name, errs)
 	}
-	return nil
+	return v.Tenancy.CheckSelector(ctx, "remoteattributepolicies", p.Namespace, p.Name, field.NewPath("spec", "selector"),
+		p.Spec.Selector.Matchers, p.Spec.Selector.CollectorIDs)
 }

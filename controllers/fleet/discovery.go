@@ -1,0 +1,151 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	fleetv1alpha1 "github.com/quartet-dev/quartet-operator/apis/fleet/v1alpha1"
+	fleetclient "github.com/quartet-dev/quartet-operator/internal/fleet/client"
+	"github.com/quartet-dev/quartet-operator/internal/fleet/discovery"
+	"github.com/quartet-dev/quartet-operator/internal/kube"
+)
+
+// Field indexes of the discovery controllers: the CRs a discovery created, by its ns/name.
+const (
+	pipelineDiscoveredByField  = "metadata.annotations.pipeline-discovered-by"
+	collectorDiscoveredByField = "metadata.annotations.discovered-by"
+)
+
+func indexDiscovered(ctx context.Context, mgr manager.Manager) error {
+	if err := kube.IndexField(ctx, mgr, &fleetv1alpha1.Pipeline{}, pipelineDiscoveredByField, func(o client.Object) []string {
+		if v := o.GetAnnotations()[fleetv1alpha1.AnnotationPipelineDiscoveredBy]; v != "" {
+			return []string{v}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return kube.IndexField(ctx, mgr, &fleetv1alpha1.Collector{}, collectorDiscoveredByField, func(o client.Object) []string {
+		if v := o.GetAnnotations()[fleetv1alpha1.AnnotationDiscoveredBy]; v != "" {
+			return []string{v}
+		}
+		return nil
+	})
+}
+
+// Poller is what both discovery reconcilers share: the clock, events and the poll bookkeeping.
+type Poller struct {
+	Recorder recorder.EventRecorder
+	Clock    clock.PassiveClock
+}
+
+func (p Poller) now() time.Time {
+	if p.Clock == nil {
+		return time.Now()
+	}
+	return p.Clock.Now()
+}
+
+func pollInterval(d *metav1.Duration) time.Duration { return discovery.PollInterval(d) }
+
+func untilDue(st *fleetv1alpha1.DiscoveryStatus, generation int64, interval time.Duration, now time.Time) time.Duration {
+	return discovery.UntilDue(st, generation, interval, now)
+}
+
+// pollFailed records a poll that could not list Fleet; the caller requeues through untilDue.
+func (p Poller) pollFailed(obj client.Object, st *fleetv1alpha1.DiscoveryStatus, kind string, fleet Clients, err error) ctrl.Result {
+	reason := fleetv1alpha1.ReasonListFailed
+	switch {
+	case fleetclient.IsRateLimited(err):
+		reason = fleetv1alpha1.ReasonRateLimited
+		p.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "RateLimited", "List", "Fleet Management rate limit; retrying in %s", RateLimitedRequeue)
+	case fleetclient.IsUnauthenticated(err):
+		fleet.Invalidate()
+		fallthrough
+	default:
+		p.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "Failed", "List", "%v", err)
+	}
+	recordSync(kind, reason)
+	setDiscoveryCondition(obj, st, fleetv1alpha1.ConditionReady, metav1.ConditionFalse, reason, err.Error())
+	setDiscoveryCondition(obj, st, fleetv1alpha1.ConditionSynced, metav1.ConditionFalse, reason, err.Error())
+	return ctrl.Result{RequeueAfter: untilDue(st, obj.GetGeneration(), time.Hour, p.now())}
+}
+
+// pollSucceeded records the outcome of a successful poll: conditions, conflicts truncation, events.
+func (p Poller) pollSucceeded(obj client.Object, st *fleetv1alpha1.DiscoveryStatus, kind string, now metav1.Time,
+	conflicts []discovery.Conflict, truncated bool, created, pruned int, summary string) {
+	st.LastSuccessTime = &now
+	recordSync(kind, fleetv1alpha1.ReasonSynced)
+	if created > 0 {
+		p.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, "Discovered", "Poll", "created %d CR(s)", created)
+	}
+	if pruned > 0 {
+		p.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, "Pruned", "Poll", "deleted %d CR(s) whose Fleet object is gone", pruned)
+	}
+	wasTruncated := meta.IsStatusConditionTrue(st.Conditions, fleetv1alpha1.ConditionTruncatedConflicts)
+	if truncated {
+		msg := fmt.Sprintf("more than %d conflicts; status.conflicts lists the first %d by ID", fleetv1alpha1.MaxDiscoveryConflicts, fleetv1alpha1.MaxDiscoveryConflicts)
+		if !wasTruncated {
+			p.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "TruncatedConflicts", "Poll", "%s", msg)
+		}
+		setDiscoveryCondition(obj, st, fleetv1alpha1.ConditionTruncatedConflicts, metav1.ConditionTrue, fleetv1alpha1.ReasonConflictsTruncated, msg)
+	} else {
+		setDiscoveryCondition(obj, st, fleetv1alpha1.ConditionTruncatedConflicts, metav1.ConditionFalse, fleetv1alpha1.ReasonNotTruncated, "every conflict is listed")
+	}
+	wasReady := meta.IsStatusConditionTrue(st.Conditions, fleetv1alpha1.ConditionReady)
+	setDiscoveryCondition(obj, st, fleetv1alpha1.ConditionReady, metav1.ConditionTrue, fleetv1alpha1.ReasonSynced, summary)
+	setDiscoveryCondition(obj, st, fleetv1alpha1.ConditionSynced, metav1.ConditionTrue, fleetv1alpha1.ReasonSynced, summary)
+	if !wasReady {
+		p.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, "Synced", "Poll", "%s", summary)
+	}
+}
+
+// conflictEvents emits one Conflict event per conflict that was not reported by the previous poll.
+func (p Poller) conflictEvents(obj client.Object, previous map[string]bool, conflicts []discovery.Conflict) {
+	for _, c := range conflicts {
+		if !previous[c.ID] {
+			p.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "Conflict", "Poll", "Fleet ID %q: %s: %s", c.ID, c.Reason, c.Message)
+		}
+	}
+}
+
+func setDiscoveryCondition(obj client.Object, st *fleetv1alpha1.DiscoveryStatus, typ string, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg,
+		ObservedGeneration: obj.GetGeneration()})
+}
+
+// targetNamespace is where a discovery writes its CRs.
+func targetNamespace(obj client.Object, target string) string {
+	if target == "" {
+		return obj.GetNamespace()
+	}
+	return target
+}
+
+// setAnnotation sets or removes (value "") an annotation and reports whether anything changed.
+func setAnnotation(obj client.Object, key, value string) bool {
+	a := obj.GetAnnotations()
+	if a[key] == value {
+		return false
+	}
+	if a == nil {
+		a = map[string]string{}
+	}
+	if value == "" {
+		delete(a, key)
+	} else {
+		a[key] = value
+	}
+	obj.SetAnnotations(a)
+	return true
+}

@@ -1,0 +1,160 @@
+// Package tenant is the pure logic of TenantPolicy admission: which policies bind a request's user in a
+// namespace, and whether an object's selector stays inside the union of their required matchers.
+package tenant
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	fleetv1alpha1 "github.com/quartet-dev/quartet-operator/apis/fleet/v1alpha1"
+)
+
+// serviceAccountPrefix starts the user name of a ServiceAccount's token.
+const serviceAccountPrefix = "system:serviceaccount:"
+
+// SubjectMatches reports whether the subject names the user: a User by name, a Group by membership, a
+// ServiceAccount by its system:serviceaccount:<namespace>:<name> user name.
+func SubjectMatches(s rbacv1.Subject, u authenticationv1.UserInfo) bool {
+	switch s.Kind {
+	case rbacv1.UserKind:
+		return s.Name != "" && u.Username == s.Name
+	case rbacv1.GroupKind:
+		return s.Name != "" && slices.Contains(u.Groups, s.Name)
+	case rbacv1.ServiceAccountKind:
+		return s.Name != "" && s.Namespace != "" && u.Username == serviceAccountPrefix+s.Namespace+":"+s.Name
+	}
+	return false
+}
+
+// Binds reports whether any subject of the policy names the user.
+func Binds(p *fleetv1alpha1.TenantPolicy, u authenticationv1.UserInfo) bool {
+	for _, s := range p.Spec.Subjects {
+		if SubjectMatches(s, u) {
+			return true
+		}
+	}
+	return false
+}
+
+// Applicable returns the policies that bind the user for an object in a namespace. Namespace labels are read
+// only when a binding policy has a namespaceSelector; if they cannot be read (or the selector does not parse)
+// the error is returned and the caller must refuse the request: a tenant must not escape its policy because the
+// namespace was unreadable.
+func Applicable(policies []fleetv1alpha1.TenantPolicy, u authenticationv1.UserInfo, nsLabels func() (map[string]string, error)) ([]*fleetv1alpha1.TenantPolicy, error) {
+	var out []*fleetv1alpha1.TenantPolicy
+	var cached map[string]string
+	read := false
+	for i := range policies {
+		p := &policies[i]
+		if !p.DeletionTimestamp.IsZero() || !Binds(p, u) {
+			continue
+		}
+		if p.Spec.NamespaceSelector != nil {
+			sel, err := metav1.LabelSelectorAsSelector(p.Spec.NamespaceSelector)
+			if err != nil {
+				return nil, fmt.Errorf("TenantPolicy %s: namespaceSelector: %w", p.Name, err)
+			}
+			if !read {
+				l, err := nsLabels()
+				if err != nil {
+					return nil, fmt.Errorf("reading the namespace for TenantPolicy %s: %w", p.Name, err)
+				}
+				cached, read = l, true
+			}
+			if !sel.Matches(labels.Set(cached)) {
+				continue
+			}
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// canonical renders a matcher so that spelling differences (spaces, quotes) do not matter; a matcher that does
+// not parse is compared as written.
+func canonical(m string) string {
+	if pm, err := fleetv1alpha1.ParseMatcher(m); err == nil {
+		return pm.String()
+	}
+	return strings.TrimSpace(m)
+}
+
+// Required is the sorted union of the policies' required matchers, canonicalised.
+func Required(policies []*fleetv1alpha1.TenantPolicy) []string {
+	set := map[string]bool{}
+	for _, p := range policies {
+		for _, m := range p.Spec.RequiredMatchers {
+			set[canonical(m)] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// CheckSelector checks an object's selector for a tenanted user: its matchers must contain one of the required
+// matchers exactly (matchers are ANDed, so that one confines the whole selector, whatever regex or negation the
+// others use), and it may not list collector IDs (they are ORed with the matchers and would escape them). With
+// no applicable policy there is nothing to check.
+func CheckSelector(path *field.Path, policies []*fleetv1alpha1.TenantPolicy, matchers, collectorIDs []string) field.ErrorList {
+	if len(policies) == 0 {
+		return nil
+	}
+	var errs field.ErrorList
+	required := Required(policies)
+	if !containsAny(matchers, required) {
+		errs = append(errs, field.Forbidden(path.Child("matchers"), fmt.Sprintf(
+			"must contain one of the matchers your TenantPolicies (%s) require: %s", names(policies), strings.Join(required, ", "))))
+	}
+	if len(collectorIDs) > 0 {
+		errs = append(errs, field.Forbidden(path.Child("collectorIDs"), fmt.Sprintf(
+			"may not be used by a user bound by a TenantPolicy (%s): IDs are ORed with the matchers and would escape them", names(policies))))
+	}
+	return errs
+}
+
+// CheckCollector checks a Collector written by a tenanted user: the attributes the CR gives the collector (its
+// remote attributes and collector.id) must satisfy one of the required matchers, so the collector stays inside
+// the tenant's slice of the fleet.
+func CheckCollector(path *field.Path, policies []*fleetv1alpha1.TenantPolicy, id string, attrs map[string]string) field.ErrorList {
+	if len(policies) == 0 {
+		return nil
+	}
+	all := maps.Clone(attrs)
+	if all == nil {
+		all = map[string]string{}
+	}
+	all["collector.id"] = id
+	for _, m := range Required(policies) {
+		if pm, err := fleetv1alpha1.ParseMatcher(m); err == nil && pm.Matches(all) {
+			return nil
+		}
+	}
+	return field.ErrorList{field.Forbidden(path.Child("remoteAttributes"), fmt.Sprintf(
+		"must make the collector match one of the matchers your TenantPolicies (%s) require: %s", names(policies), strings.Join(Required(policies), ", ")))}
+}
+
+func containsAny(matchers, required []string) bool {
+	for _, m := range matchers {
+		if slices.Contains(required, canonical(m)) {
+			return true
+		}
+	}
+	return false
+}
+
+func names(policies []*fleetv1alpha1.TenantPolicy) string {
+	out := make([]string, 0, len(policies))
+	for _, p := range policies {
+		out = append(out, p.Name)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
+}

@@ -1,0 +1,130 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	fleetv1alpha1 "github.com/quartet-dev/quartet-operator/apis/fleet/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/fleet/tenant"
+)
+
+// Tenancy is the admission checks that depend on who asks: TenantPolicy enforcement and the cross-namespace
+// discovery SubjectAccessReview. A nil *Tenancy (or one with both switches off) checks nothing.
+type Tenancy struct {
+	// Policies reads TenantPolicies (the manager's cached client).
+	Policies client.Reader
+	// Namespaces reads Namespace labels directly from the API server.
+	Namespaces client.Reader
+	// Reviews creates SubjectAccessReviews.
+	Reviews client.Client
+	// EnforcePolicies is --enable-tenant-policy-enforcement.
+	EnforcePolicies bool
+	// EnforceCrossNamespace is --enforce-cross-namespace-discovery-authz.
+	EnforceCrossNamespace bool
+}
+
+func userOf(ctx context.Context) (authenticationv1.UserInfo, error) {
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return authenticationv1.UserInfo{}, fmt.Errorf("no admission request in the context: %w", err)
+	}
+	return req.UserInfo, nil
+}
+
+// bound returns the TenantPolicies that bind the requesting user in ns; none when enforcement is off.
+func (t *Tenancy) bound(ctx context.Context, ns string) ([]*fleetv1alpha1.TenantPolicy, error) {
+	if t == nil || !t.EnforcePolicies {
+		return nil, nil
+	}
+	user, err := userOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	list := &fleetv1alpha1.TenantPolicyList{}
+	if err := t.Policies.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("listing TenantPolicies: %w", err)
+	}
+	return tenant.Applicable(list.Items, user, func() (map[string]string, error) {
+		n := &corev1.Namespace{}
+		if err := t.Namespaces.Get(ctx, client.ObjectKey{Name: ns}, n); err != nil {
+			return nil, err
+		}
+		return n.Labels, nil
+	})
+}
+
+// forbidden turns tenancy field errors into a 403 naming the fields; an error finding the policies refuses too.
+func forbidden(kind, name string, errs field.ErrorList, err error) error {
+	gr := fleetv1alpha1.GroupVersion.WithResource(kind).GroupResource()
+	if err != nil {
+		return apierrors.NewForbidden(gr, name, fmt.Errorf("TenantPolicy enforcement could not decide, so the request is refused: %w", err))
+	}
+	if len(errs) > 0 {
+		return apierrors.NewForbidden(gr, name, errs.ToAggregate())
+	}
+	return nil
+}
+
+// CheckSelector enforces TenantPolicies on an object's matchers (and collector IDs).
+func (t *Tenancy) CheckSelector(ctx context.Context, resource, ns, name string, path *field.Path, matchers, ids []string) error {
+	policies, err := t.bound(ctx, ns)
+	return forbidden(resource, name, tenant.CheckSelector(path, policies, matchers, ids), err)
+}
+
+// CheckCollector enforces TenantPolicies on a Collector.
+func (t *Tenancy) CheckCollector(ctx context.Context, c *fleetv1alpha1.Collector) error {
+	policies, err := t.bound(ctx, c.Namespace)
+	return forbidden("collectors", c.Name, tenant.CheckCollector(field.NewPath("spec"), policies, c.Spec.ID, c.Spec.RemoteAttributes), err)
+}
+
+// CheckPipelineDiscovery refuses PipelineDiscoveries from tenanted users: a discovery imports every pipeline of
+// the stack, whatever tenant it serves, and the selector has no matchers to confine it.
+func (t *Tenancy) CheckPipelineDiscovery(ctx context.Context, d *fleetv1alpha1.PipelineDiscovery) error {
+	policies, err := t.bound(ctx, d.Namespace)
+	var errs field.ErrorList
+	if len(policies) > 0 {
+		errs = append(errs, field.Forbidden(field.NewPath("spec"),
+			"a user bound by a TenantPolicy may not create PipelineDiscoveries: they import every pipeline of the Fleet stack"))
+	}
+	return forbidden("pipelinediscoveries", d.Name, errs, err)
+}
+
+// CheckTarget is the cross-namespace discovery check: a discovery writing into another namespace is allowed
+// only when the requesting user may create the discovered kind there.
+func (t *Tenancy) CheckTarget(ctx context.Context, resource, ns, name, target, createdResource string) error {
+	if t == nil || !t.EnforceCrossNamespace || target == "" || target == ns {
+		return nil
+	}
+	user, err := userOf(ctx)
+	if err != nil {
+		return err
+	}
+	extra := map[string]authorizationv1.ExtraValue{}
+	for k, v := range user.Extra {
+		extra[k] = authorizationv1.ExtraValue(v)
+	}
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: target, Verb: "create", Group: fleetv1alpha1.GroupVersion.Group,
+			Version: fleetv1alpha1.GroupVersion.Version, Resource: createdResource,
+		},
+	}}
+	gr := schema.GroupResource{Group: fleetv1alpha1.GroupVersion.Group, Resource: resource}
+	if err := t.Reviews.Create(ctx, sar); err != nil {
+		return apierrors.NewForbidden(gr, name, fmt.Errorf("spec.targetNamespace: the SubjectAccessReview failed, so the request is refused: %w", err))
+	}
+	if !sar.Status.Allowed {
+		return apierrors.NewForbidden(gr, name, fmt.Errorf("spec.targetNamespace: user %q may not create %s in namespace %q", user.Username, createdResource, target))
+	}
+	return nil
+}
