@@ -216,12 +216,17 @@ func (r *AgentDeploymentReconciler) canaryReplicaLimit(ctx context.Context, ad *
 	case err != nil:
 		return nil, err
 	}
-	i := quota.Find(tq.Status.Reservations, ad.Name)
+	reservations, err := quota.ParseLedger(tq.Status.Ledger)
+	if err != nil {
+		// An unreadable ledger is rebuilt by the TenantQuota controller; no canary pod until then.
+		return ptr.To[int32](0), nil
+	}
+	i := quota.Find(reservations, ad.Name)
 	if i < 0 {
 		// Not reserved yet (the TenantQuota controller settles it): no canary pod until it is.
 		return ptr.To[int32](0), nil
 	}
-	return ptr.To(max(tq.Status.Reservations[i].Replicas-ad.Spec.Replicas.Max, 0)), nil
+	return ptr.To(max(reservations[i].Replicas-ad.Spec.Replicas.Max, 0)), nil
 }
 
 // observeCanary gathers what Decide needs: the stable and canary Deployments, the route, and, while a pause

@@ -38,8 +38,7 @@ func TestCanaryHealthyPromotesThroughEveryStep(t *testing.T) {
 	// While the canary runs, its largest size (100 % of replicas.max 4) is charged on top of replicas.max.
 	r.until(60*time.Second, func(g Gomega, ad *agentraxv1alpha1.AgentDeployment) {
 		g.Expect(ad.Status.Phase).To(Equal(agentraxv1alpha1.PhaseRolloutInProgress))
-		tq := getQuota(g, r.ns, "q")
-		g.Expect(tq.Status.Reservations).To(ContainElement(HaveField("Replicas", int32(8))))
+		g.Expect(getLedger(g, r.ns, "q")).To(ContainElement(HaveField("Replicas", int32(8))))
 		dep := &appsv1.Deployment{}
 		g.Expect(env.Client.Get(context.Background(), types.NamespacedName{Namespace: r.ns, Name: "bot-canary"}, dep)).To(Succeed())
 		g.Expect(dep.Spec.Template.Labels).To(HaveKeyWithValue(agentraxv1alpha1.LabelVariant, agentraxv1alpha1.VariantCanary))
@@ -65,8 +64,7 @@ func TestCanaryHealthyPromotesThroughEveryStep(t *testing.T) {
 	g.Expect(route.Spec.Rules[0].BackendRefs[0].Weight).To(Equal(ptr.To[int32](100)))
 	g.Expect(route.Spec.Hostnames).To(HaveExactElements(BeEquivalentTo("bot.example.com")))
 	g.Eventually(func(g Gomega) {
-		tq := getQuota(g, r.ns, "q")
-		g.Expect(tq.Status.Reservations).To(ContainElement(HaveField("Replicas", int32(4))), "canary charge released")
+		g.Expect(getLedger(g, r.ns, "q")).To(ContainElement(HaveField("Replicas", int32(4))), "canary charge released")
 	}).Should(Succeed())
 }
 
@@ -102,7 +100,7 @@ func TestCanaryLatencySpikeRollsBackBeforeFullWeight(t *testing.T) {
 		g.Expect(r.get(g).Status.Stage).To(BeEmpty())
 	}).WithTimeout(2 * time.Second).Should(Succeed())
 	g.Eventually(func(g Gomega) {
-		g.Expect(getQuota(g, r.ns, "q").Status.Reservations).To(ContainElement(HaveField("Replicas", int32(4))))
+		g.Expect(getLedger(g, r.ns, "q")).To(ContainElement(HaveField("Replicas", int32(4))))
 	}).Should(Succeed())
 }
 
