@@ -157,6 +157,13 @@ func TestHostMap(t *testing.T) {
 			"http://a.ns.svc:9090/mcp", false},
 		{"malformed", "a.ns.svc:8080", Agent{}, "", true},
 		{"target with a path", "a=127.0.0.1:1/x", Agent{}, "", true},
+		{"target without a port", "a.ns.svc:8080=127.0.0.1", Agent{}, "", true},
+		{"wildcard keeps the port", "*=127.0.0.1", Agent{Namespace: "ns", Name: "a", Port: 41234},
+			"http://127.0.0.1:41234/mcp", false},
+		{"exact entry wins over the wildcard", "*=127.0.0.1,a.ns.svc:80=10.0.0.1:9000",
+			Agent{Namespace: "ns", Name: "a", Port: 80}, "http://10.0.0.1:9000/mcp", false},
+		{"wildcard to an IPv6 host", "*=::1", Agent{Namespace: "ns", Name: "a", Port: 80}, "http://[::1]:80/mcp", false},
+		{"wildcard with a port", "*=127.0.0.1:80", Agent{}, "", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
