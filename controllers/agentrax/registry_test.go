@@ -51,7 +51,10 @@ func registryOptions(url *atomic.Value) func(*manager.Options) {
 	}
 }
 
-func regURL() string { return leaderURL.Load().(string) }
+func regURL() string {
+	url, _ := leaderURL.Load().(string)
+	return url
+}
 
 func httpDo(g Gomega, method, url, token, body string) (int, string) {
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
@@ -94,6 +97,7 @@ func exposedAgent(t *testing.T, g Gomega, ns, name string, srv *mcptest.Server, 
 func registryNamespace(t *testing.T, g Gomega) string {
 	ns := newNamespace(t)
 	useRealRegistry(ns)
+	g.Eventually(regURL).ShouldNot(BeEmpty(), "the registry API is listening")
 	g.Expect(env.Client.Create(context.Background(), tenantQuota(ns, "q", 10, 0, 40, 10))).To(Succeed())
 	return ns
 }

@@ -125,7 +125,6 @@ func DefaultOptions() Options {
 		SyncTargetRate:             1,
 		SyncTargetBurst:            5,
 		RegistryBindAddress:        ":9090",
-		RegistryHealthInterval:     60 * time.Second,
 		RegistryTokenAudience:      "agentrax-registry",
 	}
 }
@@ -194,7 +193,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.RegistryTTL, "registry-ttl", o.RegistryTTL,
 		"Default TTL of registry entries (30s-24h); 0 means "+RegistryTTLEnv+", else 90s.")
 	fs.DurationVar(&o.RegistryHealthInterval, "registry-health-interval", o.RegistryHealthInterval,
-		"Heartbeat interval of registered agents; forced to TTL/4 unless 3 intervals plus a probe timeout fit in the TTL.")
+		"Heartbeat interval of registered agents; 0 means TTL/4. Forced to TTL/4 unless 3 intervals plus a probe "+
+			"timeout fit in the TTL, so that 3 failed heartbeats deregister an agent before its entry expires.")
 	fs.StringVar(&o.RegistryTokenSecret, "registry-token-secret", o.RegistryTokenSecret,
 		"namespace/name of a Secret whose key \"token\" authorizes registry writes in every namespace.")
 	fs.Var(listFlag{&o.RegistryWriters}, "registry-writers",

@@ -3,9 +3,9 @@ package registration
 import (
 	"context"
 	"net"
-	"strconv"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
