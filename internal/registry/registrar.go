@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -46,16 +47,29 @@ func ParseHostMap(s string) (HostMap, error) {
 		if !ok || from == "" || to == "" || strings.ContainsAny(to, "/?#@ ") {
 			return nil, fmt.Errorf("host map entry %q: want host:port=address:port or *=host", pair)
 		}
+		addr := to
 		if from == AnyHost {
 			if _, _, err := net.SplitHostPort(to); err == nil {
 				return nil, fmt.Errorf("host map entry %q: * maps to a host without a port (the agent's port is kept)", pair)
 			}
-		} else if _, _, err := net.SplitHostPort(to); err != nil {
-			return nil, fmt.Errorf("host map entry %q: want host:port=address:port: %v", pair, err)
+			addr = net.JoinHostPort(to, "1")
+		}
+		if !validAddress(addr) {
+			return nil, fmt.Errorf("host map entry %q: want host:port=address:port or *=host", pair)
 		}
 		m[from] = to
 	}
 	return m, nil
+}
+
+// validAddress reports whether host:port is usable as the host of an http URL as it is.
+func validAddress(addr string) bool {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || port == "" {
+		return false
+	}
+	u, err := url.Parse("http://" + addr + "/")
+	return err == nil && u.Host == addr && u.Hostname() == host && u.Port() == port
 }
 
 // Endpoint returns the agent's MCP URL: http://<name>.<ns>.svc:<port><path>, with the host mapped if listed.
