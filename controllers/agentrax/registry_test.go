@@ -17,13 +17,18 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/controllers/agentrax"
 	"github.com/quartet-dev/quartet-operator/internal/manager"
 	"github.com/quartet-dev/quartet-operator/internal/mcp/mcptest"
+	"github.com/quartet-dev/quartet-operator/internal/operator"
 	"github.com/quartet-dev/quartet-operator/internal/registry"
+	agentraxwebhooks "github.com/quartet-dev/quartet-operator/internal/webhook/agentrax"
 )
 
 // The test managers run the real registry: the 30 s minimum TTL, heartbeats every 300 ms, a sweep every
@@ -326,10 +331,14 @@ func TestRegistryColdRestartAndOrphanSweep(t *testing.T) {
 
 	g.Expect(env.StopManager()).To(Succeed())
 	leaderURL.Store("")
+	// The controllers are down, but admission is served (as another replica would): the finalizer is
+	// removed by hand and the agent deleted, so nothing ever deregisters it.
+	stopWebhooks := serveWebhooksOnly(t, g)
 	ad := getAgent(g, gone)
 	ad.Finalizers = nil
 	g.Expect(env.Client.Update(ctx, ad)).To(Succeed())
 	g.Expect(env.Client.Delete(ctx, ad)).To(Succeed())
+	stopWebhooks()
 	goneSrv.Kill()
 	// The new leader loads the ConfigMap after this instant; a loaded entry has one TTL of grace from its load.
 	beforeStart := time.Now()
@@ -351,4 +360,25 @@ func TestRegistryColdRestartAndOrphanSweep(t *testing.T) {
 	_, found := registryEntry(g, ns, "live")
 	g.Expect(found).To(BeTrue(), "heartbeats keep the live agent")
 	g.Expect(getAgent(g, live).Status.Registered).To(BeTrue())
+}
+
+// serveWebhooksOnly serves the AgentDeployment webhooks where the test environment points the API server,
+// without any controller, until the returned function is called.
+func serveWebhooksOnly(t *testing.T, g Gomega) func() {
+	t.Helper()
+	serving := env.WebhookServing()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 operator.NewScheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		WebhookServer: webhook.NewServer(webhook.Options{Host: serving.LocalServingHost,
+			Port: serving.LocalServingPort, CertDir: serving.LocalServingCertDir}),
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(agentraxwebhooks.SetupAgentDeploymentWebhook(mgr, "")).To(Succeed())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	g.Eventually(func() error { return mgr.GetWebhookServer().StartedChecker()(nil) }).Should(Succeed())
+	return func() { cancel(); <-done }
 }
