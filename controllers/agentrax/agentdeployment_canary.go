@@ -96,7 +96,7 @@ func (r *AgentDeploymentReconciler) reconcileCanary(ctx context.Context, ad *age
 		}
 		if fresh.ResourceVersion != ad.ResourceVersion {
 			// The cache lags the last status this controller wrote: deciding on it could move a pause start.
-			obs.requeueAfter = continueAfter
+			obs.requeueAfter(continueAfter)
 			return nil
 		}
 	}
@@ -135,9 +135,9 @@ func (r *AgentDeploymentReconciler) reconcileCanary(ctx context.Context, ad *age
 	applyRolloutStatus(ad, d.Status)
 	switch {
 	case d.Continue:
-		obs.requeueAfter = continueAfter
+		obs.requeueAfter(continueAfter)
 	case d.RequeueAfter > 0:
-		obs.requeueAfter = d.RequeueAfter
+		obs.requeueAfter(d.RequeueAfter)
 	}
 	return nil
 }

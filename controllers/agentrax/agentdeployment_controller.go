@@ -34,8 +34,8 @@ import (
 // AgentDeploymentControllerName is the controller name, unique across groups.
 const AgentDeploymentControllerName = "agentrax-agentdeployment"
 
-// Registrar publishes agents in the MCP discovery registry. The registry's own issue wires the real one; until
-// then NoopRegistrar leaves status.registered false.
+// Registrar publishes agents in the MCP discovery registry (internal/agentrax/registration.Adapter; the
+// NoopRegistrar, which leaves status.registered false, when the registry is disabled).
 type Registrar interface {
 	// Register publishes ad and reports whether it is now registered.
 	Register(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment) (bool, error)
@@ -83,8 +83,8 @@ type observed struct {
 	cap        quota.Cap
 	quotaFound bool
 	registered bool
-	// requeueAfter is when a running canary rollout wants to be looked at again.
-	requeueAfter time.Duration
+	// requeue, when set, brings the reconcile back after it (heartbeats of registered agents).
+	requeue time.Duration
 }
 
 // Reconcile fetches the AgentDeployment, handles deletion and the finalizer, runs the phases and patches status
@@ -124,7 +124,7 @@ func (r *AgentDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		}
 	}
 	r.summarize(ad, obs)
-	return ctrl.Result{RequeueAfter: obs.requeueAfter}, kube.PatchStatusIfChanged(ctx, r.Client, before, ad)
+	return ctrl.Result{RequeueAfter: obs.requeue}, kube.PatchStatusIfChanged(ctx, r.Client, before, ad)
 }
 
 // finalize deregisters the agent while its Service and Deployment still exist, then removes the finalizer so
@@ -191,30 +191,6 @@ func (r *AgentDeploymentReconciler) reconcileHPA(ctx context.Context, ad *agentr
 		return controllerutil.SetControllerReference(ad, hpa, r.Scheme())
 	})
 	return err
-}
-
-// reconcileRegistration registers an exposed, running agent and deregisters one that is no longer exposed.
-func (r *AgentDeploymentReconciler) reconcileRegistration(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment, obs *observed) error {
-	expose := ad.Spec.MCP != nil && ad.Spec.MCP.Expose
-	running := obs.deployment != nil && obs.deployment.Status.AvailableReplicas >= ad.Spec.Replicas.Min
-	switch {
-	case expose && running:
-		ok, err := r.Registrar.Register(ctx, ad)
-		if err != nil {
-			setCondition(ad, agentraxv1alpha1.ConditionMCPHandshakeFailed, metav1.ConditionTrue, "RegisterFailed", err.Error())
-			obs.registered = false
-			return nil
-		}
-		if meta.FindStatusCondition(ad.Status.Conditions, agentraxv1alpha1.ConditionMCPHandshakeFailed) != nil {
-			setCondition(ad, agentraxv1alpha1.ConditionMCPHandshakeFailed, metav1.ConditionFalse, "Registered", "MCP registration succeeded")
-		}
-		obs.registered = ok
-	case ad.Status.Registered:
-		if err := r.Registrar.Deregister(ctx, ad); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // summarize derives phase, replicas, versions and the Ready and Reconciled conditions.

@@ -23,6 +23,7 @@ import (
 	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/controllers/agentrax"
 	"github.com/quartet-dev/quartet-operator/internal/agentrax/quota"
+	"github.com/quartet-dev/quartet-operator/internal/manager"
 	"github.com/quartet-dev/quartet-operator/internal/operator"
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
 )
@@ -35,11 +36,18 @@ var env *testenv.Env
 var registrar = &recordingRegistrar{}
 
 func TestMain(m *testing.M) {
-	operator.AgentRegistrar = registrar
+	// Each manager's real registrar (the MCP registry) is wrapped by the recorder; namespaces opted in with
+	// useRealRegistry go through to it, the others get the recorder's answers.
+	operator.WrapAgentRegistrar = func(real agentrax.Registrar) agentrax.Registrar {
+		return &recorded{recordingRegistrar: registrar, real: real}
+	}
 	agentrax.DefaultSettleGrace = 2 * time.Second
 	code := testenv.Main(m, &env, testenv.Options{
 		Controllers: []string{agentrax.AgentDeploymentControllerName, agentrax.TenantQuotaControllerName},
-		Manager:     canaryManagerOptions,
+		Manager: func(o *manager.Options) {
+			canaryManagerOptions(o)
+			registryOptions(&leaderURL)(o)
+		},
 	})
 	stopLab()
 	os.Exit(code)
@@ -59,23 +67,57 @@ type recordingRegistrar struct {
 	registered     map[string]int
 	deregistered   []deregistration
 	failDeregister atomic.Bool
+	// realNamespaces are the namespaces whose agents go through to the real registry.
+	realNamespaces sync.Map
 }
 
-func (r *recordingRegistrar) Register(_ context.Context, ad *agentraxv1alpha1.AgentDeployment) (bool, error) {
+// useRealRegistry sends the agents of ns to the manager's real MCP registry.
+func useRealRegistry(ns string) { registrar.realNamespaces.Store(ns, true) }
+
+// recorded is the Registrar one manager gets: the shared recorder in front of that manager's real one.
+type recorded struct {
+	*recordingRegistrar
+	real agentrax.Registrar
+}
+
+func (r *recorded) isReal(ad *agentraxv1alpha1.AgentDeployment) bool {
+	_, ok := r.realNamespaces.Load(ad.Namespace)
+	return ok
+}
+
+func (r *recorded) Register(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment) (bool, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.registered == nil {
 		r.registered = map[string]int{}
 	}
 	r.registered[ad.Namespace+"/"+ad.Name]++
+	r.mu.Unlock()
+	if r.isReal(ad) {
+		return r.real.Register(ctx, ad)
+	}
 	return true, nil
 }
 
+// HeartbeatInterval is the real registrar's: the reconciler requeues exposed agents for their heartbeats.
+func (r *recorded) HeartbeatInterval() time.Duration {
+	if h, ok := r.real.(agentrax.HeartbeatIntervaler); ok {
+		return h.HeartbeatInterval()
+	}
+	return 0
+}
+
 // Deregister looks at the API server, uncached, to record what still existed at that moment.
-func (r *recordingRegistrar) Deregister(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment) error {
+func (r *recorded) Deregister(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment) error {
 	if r.failDeregister.Load() {
 		return fmt.Errorf("registry unavailable")
 	}
+	if err := r.recordDeregistration(ctx, ad); err != nil || !r.isReal(ad) {
+		return err
+	}
+	return r.real.Deregister(ctx, ad)
+}
+
+func (r *recordingRegistrar) recordDeregistration(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment) error {
 	key := client.ObjectKeyFromObject(ad)
 	d := deregistration{Name: ad.Namespace + "/" + ad.Name}
 	stored := &agentraxv1alpha1.AgentDeployment{}

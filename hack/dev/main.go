@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/quartet-dev/quartet-operator/internal/manager"
 	"github.com/quartet-dev/quartet-operator/internal/telemetry"
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
 )
@@ -54,8 +55,9 @@ func run() error {
 	defer fleet.close()
 
 	fmt.Println("make dev: starting kube-apiserver and etcd on loopback …")
+	reg := newDevRegistry()
 	env, err := testenv.Start(testenv.Options{Controllers: testenv.AllControllers(), Logger: &logger,
-		Manager: fleet.managerOptions})
+		Manager: func(o *manager.Options) { fleet.managerOptions(o); reg.managerOptions(o) }})
 	if err != nil {
 		return err
 	}
@@ -74,6 +76,9 @@ func run() error {
 		return err
 	}
 	if err := fleet.createSecret(ctx, env.Client); err != nil {
+		return err
+	}
+	if err := reg.createSecret(ctx, env.Client); err != nil {
 		return err
 	}
 	applied, err := applySamples(ctx, env.Client, filepath.Join(root, "config", "samples"))
@@ -109,8 +114,9 @@ Try a bad object (the webhook rejects it and names the field):
   EOF
 
 %s
+%s
 Ctrl-C stops everything.
-`, applied, kubeconfig, fleet.help())
+`, applied, kubeconfig, fleet.help(), reg.help())
 	<-ctx.Done()
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/quartet-dev/quartet-operator/internal/operator"
+	"github.com/quartet-dev/quartet-operator/internal/registry"
 )
 
 // Options are the manager's settings; every field has a flag.
@@ -90,6 +92,24 @@ type Options struct {
 	// SSRFAllowForTesting exempts address prefixes from the SSRF guard of HTTP sources (tests only; no flag).
 	SSRFAllowForTesting []netip.Prefix
 
+	// Agentrax MCP discovery registry (docs/mcp-registry.md). RegistryBindAddress "" or "0" disables it.
+	RegistryBindAddress string
+	// RegistryNamespace holds ConfigMap agentrax-registry; empty means POD_NAMESPACE, else the in-cluster
+	// ServiceAccount's namespace, else the leader election namespace.
+	RegistryNamespace string
+	// RegistryTTL is the default entry TTL; zero means AGENTRAX_REGISTRY_TTL, else 90s.
+	RegistryTTL            time.Duration
+	RegistryHealthInterval time.Duration
+	RegistryTokenSecret    string
+	RegistryWriters        []string
+	RegistryClusterWriters []string
+	RegistryTokenAudience  string
+	RegistryHostMap        string
+	// RegistrySweepInterval and RegistryListening are for tests (no flag): a shorter sweep, and the bound
+	// address of the registry API when it binds port 0.
+	RegistrySweepInterval time.Duration
+	RegistryListening     func(addr string)
+
 	// SkipControllerNameValidation lets a process build more than one manager with the same controllers (tests
 	// that restart the manager).
 	SkipControllerNameValidation bool
@@ -120,6 +140,8 @@ func DefaultOptions() Options {
 		DiscoveryConcurrency:       1,
 		SyncTargetRate:             1,
 		SyncTargetBurst:            5,
+		RegistryBindAddress:        ":9090",
+		RegistryTokenAudience:      "agentrax-registry",
 	}
 }
 
@@ -194,6 +216,78 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Requests per second to any one ExternalAttributeSync HTTP host (a token bucket per host).")
 	fs.IntVar(&o.SyncTargetBurst, "controller-sync-target-burst", o.SyncTargetBurst,
 		"Burst of the per-host token bucket of ExternalAttributeSync HTTP sources.")
+	fs.StringVar(&o.RegistryBindAddress, "registry-bind-address", o.RegistryBindAddress,
+		"Address of the agentrax MCP discovery registry API, served by every replica; \"0\" or empty disables the registry.")
+	fs.StringVar(&o.RegistryNamespace, "registry-namespace", o.RegistryNamespace,
+		"Namespace of ConfigMap agentrax-registry; empty means POD_NAMESPACE, else the pod's own namespace.")
+	fs.DurationVar(&o.RegistryTTL, "registry-ttl", o.RegistryTTL,
+		"Default TTL of registry entries (30s-24h); 0 means "+RegistryTTLEnv+", else 90s.")
+	fs.DurationVar(&o.RegistryHealthInterval, "registry-health-interval", o.RegistryHealthInterval,
+		"Heartbeat interval of registered agents; 0 means TTL/4. Forced to TTL/4 unless 3 intervals plus a probe "+
+			"timeout fit in the TTL, so that 3 failed heartbeats deregister an agent before its entry expires.")
+	fs.StringVar(&o.RegistryTokenSecret, "registry-token-secret", o.RegistryTokenSecret,
+		"namespace/name of a Secret whose key \"token\" authorizes registry writes in every namespace.")
+	fs.Var(listFlag{&o.RegistryWriters}, "registry-writers",
+		"Comma-separated ServiceAccounts (namespace/name) whose tokens may write registry entries of their own namespace.")
+	fs.Var(listFlag{&o.RegistryClusterWriters}, "registry-cluster-writers",
+		"Comma-separated ServiceAccounts (namespace/name) whose tokens may write registry entries of every namespace.")
+	fs.StringVar(&o.RegistryTokenAudience, "registry-token-audience", o.RegistryTokenAudience,
+		"Audience ServiceAccount tokens of registry writers must be issued for; empty accepts API server tokens.")
+	fs.StringVar(&o.RegistryHostMap, "registry-host-map", o.RegistryHostMap,
+		"Maps agents' service hosts to other addresses for local runs: \"name.ns.svc:port=host:port,...\" and/or "+
+			"\"*=127.0.0.1\" (every service host to that host, same port). Not for production.")
+}
+
+// RegistryTTLEnv sets the registry's default TTL when --registry-ttl is not given.
+const RegistryTTLEnv = "AGENTRAX_REGISTRY_TTL"
+
+// registrySettings resolves the registry options: the TTL from the environment, the namespace from the pod,
+// the host map from its flag form.
+func (o *Options) registrySettings() (operator.RegistrySettings, error) {
+	s := operator.RegistrySettings{
+		BindAddress: o.RegistryBindAddress, Namespace: o.RegistryNamespace, TTL: o.RegistryTTL,
+		HealthInterval: o.RegistryHealthInterval, SweepInterval: o.RegistrySweepInterval,
+		TokenSecret: o.RegistryTokenSecret, Writers: o.RegistryWriters, ClusterWriters: o.RegistryClusterWriters,
+		TokenAudience: o.RegistryTokenAudience, Listening: o.RegistryListening,
+	}
+	if !s.Enabled() {
+		return s, nil
+	}
+	if s.TTL == 0 {
+		if v := os.Getenv(RegistryTTLEnv); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return s, fmt.Errorf("%s=%q: %w", RegistryTTLEnv, v, err)
+			}
+			s.TTL = d
+		}
+	}
+	if _, err := s.EffectiveTTL(); err != nil {
+		return s, err
+	}
+	if s.Namespace == "" {
+		s.Namespace = podNamespace(o.LeaderElectionNamespace)
+	}
+	hosts, err := registry.ParseHostMap(o.RegistryHostMap)
+	if err != nil {
+		return s, fmt.Errorf("--registry-host-map: %w", err)
+	}
+	s.HostMap = hosts
+	return s, nil
+}
+
+// podNamespace is the operator's own namespace: POD_NAMESPACE (the downward API), else the mounted
+// ServiceAccount's namespace, else fallback.
+func podNamespace(fallback string) string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
+		if ns := strings.TrimSpace(string(b)); ns != "" {
+			return ns
+		}
+	}
+	return fallback
 }
 
 // listFlag is a comma-separated string list flag.
@@ -219,6 +313,10 @@ func (l listFlag) Set(s string) error {
 // New builds a manager with the selected controllers and the webhooks of the kinds they read.
 func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	controllers, err := operator.Selection{Groups: o.Groups, Controllers: o.Controllers}.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	registrySettings, err := o.registrySettings()
 	if err != nil {
 		return nil, err
 	}
@@ -294,6 +392,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			SyncTargetRate: o.SyncTargetRate, SyncTargetBurst: o.SyncTargetBurst, SSRFAllowForTesting: o.SSRFAllowForTesting,
 			EnforceTenantPolicies: o.EnforceTenantPolicies, EnforceCrossNamespaceDiscoveryAuthz: o.EnforceCrossNamespaceDiscoveryAuthz,
 		},
+		Registry: registrySettings,
 	}
 	if err := operator.Setup(ctx, mgr, controllers, deps, o.EnableWebhooks); err != nil {
 		return nil, err

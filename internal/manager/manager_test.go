@@ -58,3 +58,63 @@ func TestNewRejectsUnknownSelections(t *testing.T) {
 	_, err := New(context.Background(), &rest.Config{Host: "https://127.0.0.1:1"}, o)
 	g.Expect(err).To(MatchError(ContainSubstring(`unknown group "nope"`)))
 }
+
+func TestRegistryFlags(t *testing.T) {
+	g := NewWithT(t)
+	o := DefaultOptions()
+	g.Expect(o.RegistryBindAddress).To(Equal(":9090"))
+	g.Expect(o.RegistryTokenAudience).To(Equal("agentrax-registry"))
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	o.BindFlags(fs)
+	g.Expect(fs.Parse([]string{
+		"--registry-bind-address=127.0.0.1:9191", "--registry-ttl=2m", "--registry-health-interval=10s",
+		"--registry-token-secret=ops/registry-token", "--registry-writers=team-a/orchestrator,team-b/bot",
+		"--registry-cluster-writers=ops/admin", "--registry-host-map=*=127.0.0.1", "--registry-namespace=ops",
+	})).To(Succeed())
+	s, err := o.registrySettings()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(s.BindAddress).To(Equal("127.0.0.1:9191"))
+	g.Expect(s.TTL).To(Equal(2 * time.Minute))
+	g.Expect(s.HealthInterval).To(Equal(10 * time.Second))
+	g.Expect(s.Writers).To(Equal([]string{"team-a/orchestrator", "team-b/bot"}))
+	g.Expect(s.ClusterWriters).To(Equal([]string{"ops/admin"}))
+	g.Expect(s.HostMap).To(HaveKeyWithValue("*", "127.0.0.1"))
+	g.Expect(s.Namespace).To(Equal("ops"))
+}
+
+func TestRegistrySettings(t *testing.T) {
+	cases := []struct {
+		name    string
+		env     string
+		edit    func(*Options)
+		wantTTL time.Duration
+		wantErr string
+	}{
+		{"defaults", "", func(*Options) {}, 0, ""},
+		{"TTL from the environment", "2m", func(*Options) {}, 2 * time.Minute, ""},
+		{"the flag wins over the environment", "2m", func(o *Options) { o.RegistryTTL = time.Hour }, time.Hour, ""},
+		{"bad environment value", "ninety", func(*Options) {}, 0, "AGENTRAX_REGISTRY_TTL"},
+		{"TTL below the minimum", "", func(o *Options) { o.RegistryTTL = 10 * time.Second }, 0, "between 30s and 24h0m0s"},
+		{"disabled: nothing is checked", "ninety", func(o *Options) { o.RegistryBindAddress = "0" }, 0, ""},
+		{"bad host map", "", func(o *Options) { o.RegistryHostMap = "a.b.svc:1" }, 0, "--registry-host-map"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			t.Setenv(RegistryTTLEnv, tc.env)
+			t.Setenv("POD_NAMESPACE", "quartet-system")
+			o := DefaultOptions()
+			tc.edit(&o)
+			s, err := o.registrySettings()
+			if tc.wantErr != "" {
+				g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(s.TTL).To(Equal(tc.wantTTL))
+			if s.Enabled() {
+				g.Expect(s.Namespace).To(Equal("quartet-system"))
+			}
+		})
+	}
+}

@@ -12,10 +12,6 @@ import (
 	agentraxwebhooks "github.com/quartet-dev/quartet-operator/internal/webhook/agentrax"
 )
 
-// AgentRegistrar is the MCP registry the AgentDeployment controller publishes agents in. The registry's own
-// issue replaces this no-op; tests set a recording one before starting their manager.
-var AgentRegistrar agentraxcontrollers.Registrar = agentraxcontrollers.NoopRegistrar{}
-
 // agentraxControllers are the controllers of the agentrax.io group.
 func agentraxControllers() []Controller {
 	return []Controller{
@@ -23,10 +19,14 @@ func agentraxControllers() []Controller {
 			Name: agentraxcontrollers.AgentDeploymentControllerName, Group: "agentrax",
 			Reads: []Kind{"agentrax/AgentDeployment", "agentrax/TenantQuota"},
 			Setup: func(ctx context.Context, mgr ctrl.Manager, d Dependencies) error {
+				registrar, err := agentRegistrar(mgr, d.Registry)
+				if err != nil {
+					return err
+				}
 				return (&agentraxcontrollers.AgentDeploymentReconciler{
 					Client:      mgr.GetClient(),
 					Recorder:    mgr.GetEventRecorder(agentraxcontrollers.AgentDeploymentControllerName),
-					Registrar:   AgentRegistrar,
+					Registrar:   registrar,
 					GPUResource: gpuResource(d),
 					Canary:      canaryConfig(mgr, d),
 				}).SetupWithManager(ctx, mgr, d.options(agentraxcontrollers.AgentDeploymentControllerName))

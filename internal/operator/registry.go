@@ -61,6 +61,8 @@ type Dependencies struct {
 	Canary CanarySettings
 	// Fleet configures the Fleet Management API client of the fleet group.
 	Fleet FleetSettings
+	// Registry configures the agentrax MCP discovery registry.
+	Registry RegistrySettings
 }
 
 func (d Dependencies) options(name string) kube.ControllerOptions {

@@ -95,8 +95,9 @@ func (a *api) getAgent(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusOK, b)
 }
 
-// write wraps a mutating handler: bearer token, authenticator, leader check.
-func (a *api) write(next func(http.ResponseWriter, *http.Request)) http.HandlerFunc {
+// write wraps a mutating handler: bearer token, authenticator, leader check. The handler checks the
+// identity's namespace against the entry it writes.
+func (a *api) write(next func(http.ResponseWriter, *http.Request, Identity)) http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
 		token, ok := bearerToken(req)
 		if !ok || a.auth == nil {
@@ -104,7 +105,8 @@ func (a *api) write(next func(http.ResponseWriter, *http.Request)) http.HandlerF
 			writeError(w, http.StatusUnauthorized, "a bearer token is required")
 			return
 		}
-		if _, err := a.auth.Authenticate(req.Context(), token); err != nil {
+		id, err := a.auth.Authenticate(req.Context(), token)
+		if err != nil {
 			switch {
 			case errors.Is(err, ErrForbidden):
 				writeError(w, http.StatusForbidden, "this identity may not write to the registry")
@@ -122,8 +124,18 @@ func (a *api) write(next func(http.ResponseWriter, *http.Request)) http.HandlerF
 			writeError(w, http.StatusServiceUnavailable, "this replica is not the leader; retry")
 			return
 		}
-		next(w, req)
+		next(w, req, id)
 	}
+}
+
+// mayWrite answers 403 when id may not write entries of namespace ns.
+func mayWrite(w http.ResponseWriter, id Identity, ns string) bool {
+	if id.MayWrite(ns) {
+		return true
+	}
+	writeError(w, http.StatusForbidden, fmt.Sprintf("%s may only write agents of namespace %q, not %q", id.User,
+		id.Namespace, ns))
+	return false
 }
 
 // DecodeEntry reads a POST /agents body: one JSON object, known fields only, nothing after it, valid.
@@ -148,7 +160,7 @@ func DecodeEntry(body io.Reader) (Entry, error) {
 	return e, nil
 }
 
-func (a *api) postAgent(w http.ResponseWriter, req *http.Request) {
+func (a *api) postAgent(w http.ResponseWriter, req *http.Request, id Identity) {
 	e, err := DecodeEntry(http.MaxBytesReader(w, req.Body, MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -159,7 +171,14 @@ func (a *api) postAgent(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	if !mayWrite(w, id, e.Namespace) {
+		return
+	}
 	created, err := a.r.Register(req.Context(), e)
+	if errors.Is(err, ErrFull) {
+		writeError(w, http.StatusInsufficientStorage, err.Error())
+		return
+	}
 	if err != nil && !errors.Is(err, ErrNotLeader) {
 		// The entry is in memory and served; persisting is retried by the sweeper.
 		a.r.opts.Log.Error(err, "persisting the registry", "agent", e.Key().String())
@@ -178,8 +197,11 @@ func (a *api) postAgent(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, status, b)
 }
 
-func (a *api) deleteAgent(w http.ResponseWriter, req *http.Request) {
+func (a *api) deleteAgent(w http.ResponseWriter, req *http.Request, id Identity) {
 	k := Key{Namespace: req.PathValue("ns"), Name: req.PathValue("name")}
+	if !mayWrite(w, id, k.Namespace) {
+		return
+	}
 	ok, err := a.r.Deregister(req.Context(), k)
 	switch {
 	case errors.Is(err, ErrNotLeader):

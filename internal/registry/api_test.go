@@ -107,12 +107,21 @@ func TestAgentsAPI(t *testing.T) {
 
 type forbidAll struct{}
 
-func (forbidAll) Authenticate(context.Context, string) (string, error) { return "u", ErrForbidden }
+func (forbidAll) Authenticate(context.Context, string) (Identity, error) {
+	return Identity{User: "u"}, ErrForbidden
+}
 
 type brokenAuth struct{}
 
-func (brokenAuth) Authenticate(context.Context, string) (string, error) {
-	return "", fmt.Errorf("token review: connection refused")
+func (brokenAuth) Authenticate(context.Context, string) (Identity, error) {
+	return Identity{}, fmt.Errorf("token review: connection refused")
+}
+
+// scoped accepts every token as a writer of namespace ns only.
+type scoped string
+
+func (s scoped) Authenticate(context.Context, string) (Identity, error) {
+	return Identity{User: "system:serviceaccount:" + string(s) + ":writer", Namespace: string(s)}, nil
 }
 
 func TestAuthOutcomes(t *testing.T) {
@@ -127,6 +136,8 @@ func TestAuthOutcomes(t *testing.T) {
 		{"any of: forbidden wins over unauthenticated", AnyOf{StaticToken("other"), forbidAll{}}, 403},
 		{"any of: one accepts", AnyOf{brokenAuth{}, StaticToken(testToken)}, 201},
 		{"empty static token accepts nothing", StaticToken(""), 401},
+		{"namespace-scoped writer, own namespace", scoped("a"), 201},
+		{"namespace-scoped writer, other namespace", scoped("b"), 403},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -242,4 +253,62 @@ func TestReadsFollowWrites(t *testing.T) {
 	g.Expect(after).NotTo(Equal(before))
 	_, _, servers := c.do("GET", "/v0.1/servers", "", "")
 	g.Expect(string(servers)).To(ContainSubstring(`"name":"io.agentrax.a/x"`))
+}
+
+// A namespace-scoped writer deletes only its own namespace's agents; a full registry answers 507 and keeps
+// what it has, while updates of registered agents still go through.
+func TestScopedDeleteAndEntryCap(t *testing.T) {
+	g := NewWithT(t)
+	r := New(Options{MaxEntries: 2})
+	r.SetLeader(true)
+	admin := httptest.NewServer(Handler(r, StaticToken(testToken)))
+	defer admin.Close()
+	other := httptest.NewServer(Handler(r, scoped("b")))
+	defer other.Close()
+	c, o := apiClient{t: t, url: admin.URL}, apiClient{t: t, url: other.URL}
+
+	for _, name := range []string{"x", "y"} {
+		status, _, body := c.do("POST", "/agents", testToken, postBody(name))
+		g.Expect(status).To(Equal(http.StatusCreated), string(body))
+	}
+	status, _, body := o.do("DELETE", "/agents/a/x", "any", "")
+	g.Expect(status).To(Equal(http.StatusForbidden))
+	g.Expect(string(body)).To(ContainSubstring(`may only write agents of namespace \"b\", not \"a\"`))
+	g.Expect(r.Len()).To(Equal(2))
+
+	status, _, body = c.do("POST", "/agents", testToken, postBody("z"))
+	g.Expect(status).To(Equal(http.StatusInsufficientStorage))
+	g.Expect(string(body)).To(ContainSubstring("2 agents registered, the maximum"))
+	status, _, body = c.do("POST", "/agents", testToken, postBody("x", "new-tool"))
+	g.Expect(status).To(Equal(http.StatusOK), string(body))
+	g.Expect(r.Len()).To(Equal(2))
+}
+
+// The size budget refuses an entry that would push the state past what one ConfigMap holds.
+func TestStateSizeBudget(t *testing.T) {
+	g := NewWithT(t)
+	r := New(Options{})
+	r.SetLeader(true)
+	tools := make([]string, MaxTools)
+	for i := range tools {
+		tools[i] = fmt.Sprintf("%0*d", MaxToolNameLen, i)
+	}
+	var err error
+	n := 0
+	for ; err == nil; n++ {
+		_, err = r.Register(context.Background(), Entry{Namespace: "a", Name: fmt.Sprintf("big-%d", n),
+			Endpoint: "http://big.a.svc:8080/mcp", Tools: tools})
+	}
+	g.Expect(err).To(MatchError(ErrFull))
+	g.Expect(err.Error()).To(ContainSubstring("byte budget"))
+	data, encErr := EncodeState(r.List())
+	g.Expect(encErr).NotTo(HaveOccurred())
+	g.Expect(len(data)).To(BeNumerically("<=", MaxStateBytes))
+	g.Expect(r.Len()).To(Equal(n - 1))
+	// Removing one makes room again.
+	_, err = r.Deregister(context.Background(), Key{Namespace: "a", Name: "big-0"})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = r.Register(context.Background(), Entry{Namespace: "a", Name: "big-0", Endpoint: "http://big.a.svc:8080/mcp",
+		Tools: tools})
+	g.Expect(err).NotTo(HaveOccurred())
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -26,10 +28,14 @@ type Agent struct {
 func (a *Agent) Key() Key { return Key{Namespace: a.Namespace, Name: a.Name} }
 
 // HostMap rewrites in-cluster service hosts to other addresses, for tests and `make dev` where the agents'
-// MCP servers run on loopback: "planner.team-a.svc:8080" → "127.0.0.1:41234".
+// MCP servers run on loopback: "planner.team-a.svc:8080" → "127.0.0.1:41234". The key "*" maps every other
+// service host to one host, keeping the port ("*" → "127.0.0.1": planner.team-a.svc:41234 → 127.0.0.1:41234).
 type HostMap map[string]string
 
-// ParseHostMap parses the flag form "host:port=addr,host:port=addr".
+// AnyHost is the HostMap key that matches every service host not listed on its own.
+const AnyHost = "*"
+
+// ParseHostMap parses the flag form "host:port=addr:port,...,*=host".
 func ParseHostMap(s string) (HostMap, error) {
 	m := HostMap{}
 	for _, pair := range strings.Split(s, ",") {
@@ -38,12 +44,32 @@ func ParseHostMap(s string) (HostMap, error) {
 			continue
 		}
 		from, to, ok := strings.Cut(pair, "=")
-		if !ok || from == "" || to == "" || strings.Contains(to, "/") {
-			return nil, fmt.Errorf("host map entry %q: want host:port=address:port", pair)
+		if !ok || from == "" || to == "" || strings.ContainsAny(to, "/?#@ ") {
+			return nil, fmt.Errorf("host map entry %q: want host:port=address:port or *=host", pair)
+		}
+		addr := to
+		if from == AnyHost {
+			if _, _, err := net.SplitHostPort(to); err == nil {
+				return nil, fmt.Errorf("host map entry %q: * maps to a host without a port (the agent's port is kept)", pair)
+			}
+			addr = net.JoinHostPort(to, "1")
+		}
+		if !validAddress(addr) {
+			return nil, fmt.Errorf("host map entry %q: want host:port=address:port or *=host", pair)
 		}
 		m[from] = to
 	}
 	return m, nil
+}
+
+// validAddress reports whether host:port is usable as the host of an http URL as it is.
+func validAddress(addr string) bool {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || port == "" {
+		return false
+	}
+	u, err := url.Parse("http://" + addr + "/")
+	return err == nil && u.Host == addr && u.Hostname() == host && u.Port() == port
 }
 
 // Endpoint returns the agent's MCP URL: http://<name>.<ns>.svc:<port><path>, with the host mapped if listed.
@@ -55,9 +81,12 @@ func (h HostMap) Endpoint(a *Agent) string {
 	if !strings.HasPrefix(path, "/") {
 		path = "/" + path
 	}
-	host := a.Name + "." + a.Namespace + ".svc:" + strconv.Itoa(int(a.Port))
+	port := strconv.Itoa(int(a.Port))
+	host := a.Name + "." + a.Namespace + ".svc:" + port
 	if to, ok := h[host]; ok {
 		host = to
+	} else if to, ok := h[AnyHost]; ok {
+		host = net.JoinHostPort(to, port)
 	}
 	return "http://" + host + path
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -157,6 +158,13 @@ func TestHostMap(t *testing.T) {
 			"http://a.ns.svc:9090/mcp", false},
 		{"malformed", "a.ns.svc:8080", Agent{}, "", true},
 		{"target with a path", "a=127.0.0.1:1/x", Agent{}, "", true},
+		{"target without a port", "a.ns.svc:8080=127.0.0.1", Agent{}, "", true},
+		{"wildcard keeps the port", "*=127.0.0.1", Agent{Namespace: "ns", Name: "a", Port: 41234},
+			"http://127.0.0.1:41234/mcp", false},
+		{"exact entry wins over the wildcard", "*=127.0.0.1,a.ns.svc:80=10.0.0.1:9000",
+			Agent{Namespace: "ns", Name: "a", Port: 80}, "http://10.0.0.1:9000/mcp", false},
+		{"wildcard to an IPv6 host", "*=::1", Agent{Namespace: "ns", Name: "a", Port: 80}, "http://[::1]:80/mcp", false},
+		{"wildcard with a port", "*=127.0.0.1:80", Agent{}, "", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -170,4 +178,24 @@ func TestHostMap(t *testing.T) {
 			g.Expect(m.Endpoint(&tc.agent)).To(Equal(tc.want))
 		})
 	}
+}
+
+// Whatever the flag says, a host map that parses yields endpoints that are absolute http URLs with a host
+// and the agent's path: a bad flag is refused at start, never turned into a request to a surprising place.
+func FuzzParseHostMap(f *testing.F) {
+	for _, seed := range []string{"", "*=127.0.0.1", "a.ns.svc:80=10.0.0.1:9000,*=::1", "a=b", "*=h:1", "x:1=y:2/z"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, flag string) {
+		m, err := ParseHostMap(flag)
+		if err != nil {
+			return
+		}
+		for _, a := range []Agent{{Namespace: "ns", Name: "a", Port: 80}, {Namespace: "ns", Name: "b", Port: 8080, Path: "/x"}} {
+			u, err := url.Parse(m.Endpoint(&a))
+			if err != nil || u.Scheme != "http" || u.Host == "" || u.Port() == "" || u.RawQuery != "" || u.Fragment != "" {
+				t.Fatalf("flag %q: agent %s/%s: endpoint %q", flag, a.Namespace, a.Name, m.Endpoint(&a))
+			}
+		}
+	})
 }

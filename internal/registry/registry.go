@@ -3,7 +3,9 @@ package registry
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +25,16 @@ type Persister interface {
 // ErrNotLeader is returned by writes on a replica that is not the leader; it serves reads only.
 var ErrNotLeader = errors.New("registry: this replica is not the leader")
 
+// ErrFull is returned when a registration would exceed the entry cap or the persisted state's size budget.
+var ErrFull = errors.New("registry: full")
+
+// Capacity limits. The whole state is one ConfigMap value, and a ConfigMap holds at most 1 MiB: the budget
+// leaves room for the object's metadata, and the entry cap keeps list responses and snapshots bounded.
+const (
+	DefaultMaxEntries = 2000
+	MaxStateBytes     = 900 << 10
+)
+
 // Options configure a Registry.
 type Options struct {
 	// DefaultTTL applies to entries registered without one (AGENTRAX_REGISTRY_TTL); DefaultTTL when zero.
@@ -33,7 +45,9 @@ type Options struct {
 	Persister Persister
 	// ServerNamePrefix is the reverse-DNS prefix of server.json names; DefaultServerNamePrefix when empty.
 	ServerNamePrefix string
-	Log              logr.Logger
+	// MaxEntries caps the number of agents; DefaultMaxEntries when zero.
+	MaxEntries int
+	Log        logr.Logger
 }
 
 // liveness is what the leader knows between persisted changes: when the agent last answered and how many
@@ -57,6 +71,8 @@ type Registry struct {
 	entries map[Key]Entry
 	live    map[Key]*liveness
 	version uint64
+	// size approximates the encoded state (the sum of the entries' JSON sizes) for the MaxStateBytes budget.
+	size int
 
 	snapMu sync.Mutex
 	snap   atomic.Pointer[snapshot]
@@ -77,6 +93,9 @@ func New(opts Options) *Registry {
 	}
 	if opts.ServerNamePrefix == "" {
 		opts.ServerNamePrefix = DefaultServerNamePrefix
+	}
+	if opts.MaxEntries <= 0 {
+		opts.MaxEntries = DefaultMaxEntries
 	}
 	return &Registry{opts: opts, entries: map[Key]Entry{}, live: map[Key]*liveness{}}
 }
@@ -145,7 +164,9 @@ func (r *Registry) replace(entries []Entry, grace bool) {
 	defer r.mu.Unlock()
 	next := make(map[Key]Entry, len(entries))
 	changed := len(entries) != len(r.entries)
+	r.size = 0
 	for _, e := range entries {
+		r.size += entrySize(&e)
 		old, ok := r.entries[e.Key()]
 		if !ok || !old.sameContent(&e) || !old.RegisteredAt.Equal(e.RegisteredAt) || !old.HeartbeatAt.Equal(e.HeartbeatAt) {
 			changed = true
@@ -205,8 +226,8 @@ func (r *Registry) Register(ctx context.Context, e Entry) (created bool, err err
 	now := r.opts.Clock.Now().UTC().Truncate(time.Second)
 	r.mu.Lock()
 	old, exists := r.entries[e.Key()]
-	r.live[e.Key()] = &liveness{lastSeen: now}
 	if exists && old.sameContent(&e) {
+		r.live[e.Key()] = &liveness{lastSeen: now}
 		r.mu.Unlock()
 		return false, nil
 	}
@@ -214,7 +235,17 @@ func (r *Registry) Register(ctx context.Context, e Entry) (created bool, err err
 	if exists {
 		e.RegisteredAt = old.RegisteredAt
 	}
+	size := r.size + entrySize(&e)
+	if exists {
+		size -= entrySize(&old)
+	}
+	if err := r.fits(exists, size); err != nil {
+		r.mu.Unlock()
+		return false, err
+	}
+	r.live[e.Key()] = &liveness{lastSeen: now}
 	r.entries[e.Key()] = e
+	r.size = size
 	r.version++
 	r.mu.Unlock()
 	return !exists, r.persist(ctx)
@@ -227,8 +258,7 @@ func (r *Registry) Deregister(ctx context.Context, k Key) (bool, error) {
 	}
 	r.mu.Lock()
 	_, ok := r.entries[k]
-	delete(r.entries, k)
-	delete(r.live, k)
+	r.remove(k)
 	if ok {
 		r.version++
 	}
@@ -237,6 +267,34 @@ func (r *Registry) Deregister(ctx context.Context, k Key) (bool, error) {
 		return false, nil
 	}
 	return true, r.persist(ctx)
+}
+
+// fits checks the caps for a registration that brings the state to size bytes; an update of an existing
+// entry is never refused for the count.
+func (r *Registry) fits(exists bool, size int) error {
+	if !exists && len(r.entries) >= r.opts.MaxEntries {
+		return fmt.Errorf("%w: %d agents registered, the maximum", ErrFull, len(r.entries))
+	}
+	if size+len(`{"version":1,"agents":[]}`) > MaxStateBytes {
+		return fmt.Errorf("%w: the state would take %d bytes, over the %d-byte budget of its ConfigMap", ErrFull,
+			size, MaxStateBytes)
+	}
+	return nil
+}
+
+// remove deletes k; r.mu is held.
+func (r *Registry) remove(k Key) {
+	if e, ok := r.entries[k]; ok {
+		r.size -= entrySize(&e)
+		delete(r.entries, k)
+	}
+	delete(r.live, k)
+}
+
+// entrySize is the entry's share of the encoded state.
+func entrySize(e *Entry) int {
+	b, _ := json.Marshal(e)
+	return len(b) + 1
 }
 
 // HeartbeatResult is what a heartbeat did.
@@ -291,8 +349,7 @@ func (r *Registry) Heartbeat(ctx context.Context, k Key, ok bool) (HeartbeatResu
 		r.mu.Unlock()
 		return Strike, strikes, nil
 	}
-	delete(r.entries, k)
-	delete(r.live, k)
+	r.remove(k)
 	r.version++
 	r.mu.Unlock()
 	return Deregistered, strikes, r.persist(ctx)
@@ -314,8 +371,7 @@ func (r *Registry) Sweep(ctx context.Context) ([]Key, error) {
 		}
 		if now.Sub(seen) > e.ttl() {
 			removed = append(removed, k)
-			delete(r.entries, k)
-			delete(r.live, k)
+			r.remove(k)
 		}
 	}
 	if len(removed) > 0 {

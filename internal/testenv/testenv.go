@@ -113,6 +113,9 @@ func (e *Env) startManager(controllers []string) error {
 	o.Clock = e.clock
 	o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "0"
 	o.WebhookHost, o.WebhookPort, o.WebhookCertDir = hooks.LocalServingHost, hooks.LocalServingPort, hooks.LocalServingCertDir
+	// The agentrax MCP registry on an ephemeral loopback port (packages run in parallel), its ConfigMap in a
+	// namespace that always exists.
+	o.RegistryBindAddress, o.RegistryNamespace = "127.0.0.1:0", "default"
 	// Tests run many objects at once; leave flow control to the API server rather than a client-side limiter.
 	o.KubeAPIQPS, o.KubeAPIBurst = -1, 0
 	// RestartManager builds the same controllers again in this process.
@@ -148,12 +151,29 @@ func (e *Env) startManager(controllers []string) error {
 // RestartManager stops the running manager and starts a new one with the same controllers and options, as a
 // process restart would: empty caches, fresh clients.
 func (e *Env) RestartManager() error {
+	if err := e.StopManager(); err != nil {
+		return err
+	}
+	return e.StartManager()
+}
+
+// StopManager stops the running manager (a no-op when none runs): what happens next in the cluster happens
+// while the operator is down, until StartManager.
+func (e *Env) StopManager() error {
 	if e.cancel != nil {
 		e.cancel()
 		if err := <-e.done; err != nil {
 			return fmt.Errorf("stopping the manager: %w", err)
 		}
 		e.cancel = nil
+	}
+	return nil
+}
+
+// StartManager starts a new manager with the same controllers and options after StopManager.
+func (e *Env) StartManager() error {
+	if e.cancel != nil {
+		return errors.New("the manager is running")
 	}
 	return e.startManager(e.controllers)
 }

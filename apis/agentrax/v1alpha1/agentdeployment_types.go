@@ -203,6 +203,12 @@ type MCPSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=256
 	Tools []string `json:"tools,omitempty"`
+	// Path is the HTTP path of the agent's MCP endpoint (Streamable HTTP) on spec.port; /mcp by default.
+	// +optional
+	// +kubebuilder:default="/mcp"
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$`
+	Path string `json:"path,omitempty"`
 }
 
 // AgentDeploymentSpec is the desired state of an AI agent workload.

@@ -5,6 +5,8 @@ package registration
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -29,9 +31,9 @@ type Adapter struct {
 	Clock    clock.PassiveClock
 
 	mu sync.Mutex
-	// images remembers the stable image each agent had at its last discovery; after a restart every agent is
+	// discovered remembers each agent's fingerprint at its last discovery; after a restart every agent is
 	// discovered once again, which is cheap and picks up changes made while no leader ran.
-	images map[registry.Key]string
+	discovered map[registry.Key]string
 }
 
 // AgentOf maps an AgentDeployment to what the registry needs.
@@ -43,9 +45,19 @@ func AgentOf(ad *agentraxv1alpha1.AgentDeployment) *registry.Agent {
 	}
 	if ad.Spec.MCP != nil {
 		a.Tools = ad.Spec.MCP.Tools
+		a.Path = ad.Spec.MCP.Path
 	}
 	return a
 }
+
+// fingerprint is what a discovery depends on besides the agent's answer: its stable image (a canary promotion
+// may change the tools), the endpoint and the declared tools. A change to any of them means a new discovery.
+func fingerprint(ad *agentraxv1alpha1.AgentDeployment, a *registry.Agent) string {
+	return ad.Status.StableVersion + "\x00" + strconv.Itoa(int(a.Port)) + a.Path + "\x00" + strings.Join(a.Tools, ",")
+}
+
+// HeartbeatInterval is how often the reconciler must come back to a registered agent for its heartbeat.
+func (a *Adapter) HeartbeatInterval() time.Duration { return a.Interval }
 
 // imageTag returns an image reference's tag, "" for a digest-only or untagged reference or a tag too long for
 // server.json's version.
@@ -67,18 +79,24 @@ func (a *Adapter) Register(ctx context.Context, ad *agentraxv1alpha1.AgentDeploy
 	agent := AgentOf(ad)
 	k := agent.Key()
 	_, registered := a.Registrar.Registry.Get(k)
+	fp := fingerprint(ad, agent)
 	a.mu.Lock()
-	if a.images == nil {
-		a.images = map[registry.Key]string{}
+	if a.discovered == nil {
+		a.discovered = map[registry.Key]string{}
 	}
-	image, known := a.images[k]
+	last, known := a.discovered[k]
 	a.mu.Unlock()
-	if !registered || !known || image != ad.Status.StableVersion {
+	if !registered || !known || last != fp {
 		if _, err := a.Registrar.Register(ctx, agent); err != nil {
+			if registered && errors.Is(err, registry.ErrHandshake) {
+				// A registered agent that fails its rediscovery (a promoted image that does not answer) is
+				// judged like a failed heartbeat: the strikes decide when its entry goes, not one failure.
+				return a.strike(ctx, k, err)
+			}
 			return false, err
 		}
 		a.mu.Lock()
-		a.images[k] = ad.Status.StableVersion
+		a.discovered[k] = fp
 		a.mu.Unlock()
 		return true, nil
 	}
@@ -97,6 +115,19 @@ func (a *Adapter) Register(ctx context.Context, ad *agentraxv1alpha1.AgentDeploy
 	return err == nil, err
 }
 
+// strike records a failed probe of a registered agent; the third in a row deregisters it.
+func (a *Adapter) strike(ctx context.Context, k registry.Key, cause error) (bool, error) {
+	res, _, err := a.Registrar.Registry.Heartbeat(ctx, k, false)
+	switch {
+	case res == registry.Deregistered:
+		a.forget(k)
+		return false, cause
+	case err != nil:
+		return true, err
+	}
+	return true, nil
+}
+
 // Deregister implements the reconciler's Registrar.
 func (a *Adapter) Deregister(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment) error {
 	a.forget(registry.Key{Namespace: ad.Namespace, Name: ad.Name})
@@ -105,7 +136,7 @@ func (a *Adapter) Deregister(ctx context.Context, ad *agentraxv1alpha1.AgentDepl
 
 func (a *Adapter) forget(k registry.Key) {
 	a.mu.Lock()
-	delete(a.images, k)
+	delete(a.discovered, k)
 	a.mu.Unlock()
 }
 

@@ -2,8 +2,10 @@ package registration
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -130,6 +132,57 @@ func TestAdapterDiscoversHeartbeatsAndRediscoversOnPromotion(t *testing.T) {
 	g.Expect(present).To(BeFalse())
 
 	g.Expect(adapter.Deregister(ctx, ad)).To(Succeed(), "deregistering an absent agent is not an error")
+}
+
+// A change of the declared tools or of the MCP path is a new discovery; a registered agent whose rediscovery
+// fails (a promoted image that does not answer) is judged by the strike rule, not dropped at once.
+func TestAdapterRediscovery(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	reg := registry.New(registry.Options{})
+	reg.SetLeader(true)
+	agent := startAgent(t, "search")
+	ad := &agentraxv1alpha1.AgentDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "planner"},
+		Spec: agentraxv1alpha1.AgentDeploymentSpec{Port: 8080,
+			MCP: &agentraxv1alpha1.MCPSpec{Expose: true, Tools: []string{"declared"}, Path: "/mcp"}},
+		Status: agentraxv1alpha1.AgentDeploymentStatus{StableVersion: "ghcr.io/org/planner:v1"},
+	}
+	adapter := &Adapter{Interval: time.Hour, Registrar: &registry.Registrar{Registry: reg, Client: &mcp.Client{},
+		Hosts: registry.HostMap{"*": "127.0.0.1"}}}
+	ad.Spec.Port = int32(agent.web.Listener.Addr().(*net.TCPAddr).Port)
+	key := registry.Key{Namespace: "team-a", Name: "planner"}
+	g.Expect(adapter.HeartbeatInterval()).To(Equal(time.Hour))
+
+	ok, err := adapter.Register(ctx, ad)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ok).To(BeTrue())
+	ad.Spec.MCP.Tools = nil
+	_, err = adapter.Register(ctx, ad)
+	g.Expect(err).NotTo(HaveOccurred())
+	e, _ := reg.Get(key)
+	g.Expect(e.Tools).To(Equal([]string{"search"}), "a tool dropped from spec.mcp.tools leaves at once")
+	g.Expect(agent.count("tools/list")).To(Equal(2))
+
+	ad.Spec.MCP.Path = "/v2/mcp"
+	_, err = adapter.Register(ctx, ad)
+	g.Expect(err).NotTo(HaveOccurred())
+	e, _ = reg.Get(key)
+	g.Expect(e.Endpoint).To(HaveSuffix(":" + strconv.Itoa(int(ad.Spec.Port)) + "/v2/mcp"))
+	g.Expect(agent.count("tools/list")).To(Equal(3))
+
+	// Promoted to an image whose server does not answer.
+	agent.web.Close()
+	ad.Status.StableVersion = "ghcr.io/org/planner:v2"
+	var got []bool
+	for range registry.MaxStrikes {
+		ok, err = adapter.Register(ctx, ad)
+		got = append(got, ok)
+	}
+	g.Expect(got).To(Equal([]bool{true, true, false}))
+	g.Expect(err).To(MatchError(registry.ErrHandshake))
+	_, present := reg.Get(key)
+	g.Expect(present).To(BeFalse())
 }
 
 func TestImageTag(t *testing.T) {

@@ -159,48 +159,64 @@ func TestSecretToken(t *testing.T) {
 	g.Expect(errors.Is(err, registry.ErrUnauthenticated)).To(BeFalse(), "a missing Secret is an outage (503)")
 }
 
-// TokenReview against the real API server with real ServiceAccount tokens.
+// TokenReview against the real API server with real ServiceAccount tokens: the audience is checked, a listed
+// ServiceAccount writes its own namespace only, a cluster-wide one writes everywhere.
 func TestTokenReview(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := namespace(t, g)
 	cs, err := kubernetes.NewForConfig(env.Config)
 	g.Expect(err).NotTo(HaveOccurred())
-	token := func(sa string) string {
-		g.Expect(env.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}})).
-			To(Succeed())
+	token := func(sa string, audiences ...string) string {
+		_ = env.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}})
 		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
-			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(600))},
+			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(600)), Audiences: audiences},
 		}, metav1.CreateOptions{})
 		g.Expect(err).NotTo(HaveOccurred())
 		return tr.Status.Token
 	}
-	allowed, other := token("orchestrator"), token("someone-else")
-	auth := &registry.TokenReview{Client: env.Client, Allowed: []string{ns + "/orchestrator"}}
+	const aud = "agentrax-registry"
+	scopedTok, adminTok, other := token("orchestrator", aud), token("admin", aud), token("someone-else", aud)
+	apiServerTok := token("orchestrator") // the API server's own audience
+	auth := &registry.TokenReview{Client: env.Client, Allowed: []string{ns + "/orchestrator"},
+		ClusterWide: []string{ns + "/admin"}, Audiences: []string{aud}}
 
-	user, err := auth.Authenticate(ctx, allowed)
+	id, err := auth.Authenticate(ctx, scopedTok)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(user).To(Equal("system:serviceaccount:" + ns + ":orchestrator"))
+	g.Expect(id).To(Equal(registry.Identity{User: "system:serviceaccount:" + ns + ":orchestrator", Namespace: ns}))
+	id, err = auth.Authenticate(ctx, adminTok)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(id.Namespace).To(BeEmpty(), "cluster-wide")
 	_, err = auth.Authenticate(ctx, other)
 	g.Expect(err).To(MatchError(registry.ErrForbidden))
 	_, err = auth.Authenticate(ctx, "not-a-token")
 	g.Expect(err).To(MatchError(registry.ErrUnauthenticated))
+	_, err = auth.Authenticate(ctx, apiServerTok)
+	g.Expect(err).To(MatchError(registry.ErrUnauthenticated), "a token for the API server is not one for the registry")
 
-	// Through the API: 201 for the allowed ServiceAccount, 403 for another, 401 without a token.
+	// Through the API.
 	r := registry.New(registry.Options{})
 	r.SetLeader(true)
 	srv := httptest.NewServer(registry.Handler(r, auth))
 	defer srv.Close()
-	body := `{"namespace":"team-a","name":"x","endpoint":"http://x.team-a.svc:8080/mcp","tools":[]}`
-	for tok, want := range map[string]int{allowed: 201, other: 403, "": 401} {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/agents", strings.NewReader(body))
-		if tok != "" {
-			req.Header.Set("Authorization", "Bearer "+tok)
+	body := func(namespace string) string {
+		return fmt.Sprintf(`{"namespace":%q,"name":"x","endpoint":"http://x.%s.svc:8080/mcp","tools":[]}`, namespace, namespace)
+	}
+	for _, tc := range []struct {
+		tok, ns string
+		want    int
+	}{
+		{scopedTok, ns, 201}, {scopedTok, "team-b", 403}, {adminTok, "team-b", 201}, {other, ns, 403},
+		{apiServerTok, ns, 401}, {"", ns, 401},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/agents", strings.NewReader(body(tc.ns)))
+		if tc.tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.tok)
 		}
 		resp, err := http.DefaultClient.Do(req)
 		g.Expect(err).NotTo(HaveOccurred())
 		resp.Body.Close()
-		g.Expect(resp.StatusCode).To(Equal(want))
+		g.Expect(resp.StatusCode).To(Equal(tc.want), "namespace %s", tc.ns)
 	}
 }
 
