@@ -76,10 +76,15 @@ func TestPlatformDeploysScalesAndRepairs(t *testing.T) {
 	}).Should(Succeed())
 
 	// Scaling a stage is one field.
-	got := &gitopsv1alpha1.Platform{}
-	get(g, client.ObjectKeyFromObject(p), got)
-	got.Spec.Stages.Renderer.Replicas = ptr.To[int32](3)
-	g.Expect(env.Client.Update(ctx, got)).To(Succeed())
+	update := func(change func(*gitopsv1alpha1.Platform)) {
+		g.Eventually(func(g Gomega) { // the controller's status patches move the resourceVersion
+			got := &gitopsv1alpha1.Platform{}
+			get(g, client.ObjectKeyFromObject(p), got)
+			change(got)
+			g.Expect(env.Client.Update(ctx, got)).To(Succeed())
+		}).Should(Succeed())
+	}
+	update(func(p *gitopsv1alpha1.Platform) { p.Spec.Stages.Renderer.Replicas = ptr.To[int32](3) })
 	g.Eventually(func(g Gomega) {
 		d := &appsv1.Deployment{}
 		get(g, types.NamespacedName{Namespace: ns, Name: platform.Name("renderer")}, d)
@@ -103,9 +108,9 @@ func TestPlatformDeploysScalesAndRepairs(t *testing.T) {
 	}).Should(Succeed())
 
 	// A crash timeout below the lease expiry is refused with the field named.
-	get(g, client.ObjectKeyFromObject(p), got)
-	got.Spec.CrashTimeout = metav1.Duration{Duration: got.Spec.LeaseStaleAfter.Duration / 2}
-	g.Expect(env.Client.Update(ctx, got)).To(Succeed())
+	update(func(p *gitopsv1alpha1.Platform) {
+		p.Spec.CrashTimeout = metav1.Duration{Duration: p.Spec.LeaseStaleAfter.Duration / 2}
+	})
 	g.Eventually(func(g Gomega) {
 		fresh := &gitopsv1alpha1.Platform{}
 		get(g, client.ObjectKeyFromObject(p), fresh)
@@ -114,7 +119,7 @@ func TestPlatformDeploysScalesAndRepairs(t *testing.T) {
 	}).Should(Succeed())
 
 	// Deleting the Platform removes its cluster RBAC (namespaced children follow through owner references).
-	g.Expect(env.Client.Delete(ctx, got)).To(Succeed())
+	g.Expect(env.Client.Delete(ctx, p)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		err := env.Client.Get(ctx, types.NamespacedName{Name: platform.ClusterName(p, "provisioner")}, &rbacv1.ClusterRole{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
