@@ -292,9 +292,12 @@ func ClusterRole(p *gitopsv1alpha1.Platform, stage string) *rbacv1.ClusterRole {
 	var rules []rbacv1.PolicyRule
 	switch stage {
 	case gitopsv1alpha1.StageSource:
+		// Leases and the registration API (which stores targets and credential Secrets, after a TokenReview).
 		rules = []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "update", "patch"}},
-			{APIGroups: []string{""}, Resources: []string{"secrets", "namespaces"}, Verbs: []string{"get"}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "update", "delete"}},
+			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}},
+			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 		}
 	case gitopsv1alpha1.StageProvisioner:
 		rules = []rbacv1.PolicyRule{read, impersonate(gitopsv1alpha1.ProvisionerServiceAccount),
