@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -92,7 +93,15 @@ func (r *PlatformReconciler) writeChildren(ctx context.Context, p *gitopsv1alpha
 		d := platform.Deployment(p, stage)
 		if err := r.own(ctx, p, d, &appsv1.Deployment{}, func(live client.Object) {
 			l := live.(*appsv1.Deployment)
-			l.Labels, l.Spec.Replicas, l.Spec.Template = d.Labels, d.Spec.Replicas, d.Spec.Template
+			l.Labels, l.Spec.Replicas = d.Labels, d.Spec.Replicas
+			// The API server fills defaults into the template: compare only what is rendered, so an unchanged
+			// Platform writes nothing (and the Deployment's generation does not move).
+			// DeepDerivative ignores fields the render leaves empty, so resources removed from the spec are
+			// compared exactly.
+			if !equality.Semantic.DeepDerivative(d.Spec.Template, l.Spec.Template) || len(l.Spec.Template.Spec.Containers) != 1 ||
+				!equality.Semantic.DeepEqual(d.Spec.Template.Spec.Containers[0].Resources, l.Spec.Template.Spec.Containers[0].Resources) {
+				l.Spec.Template = d.Spec.Template
+			}
 			if l.Spec.Selector == nil {
 				l.Spec.Selector = d.Spec.Selector // immutable once created
 			}
@@ -102,14 +111,20 @@ func (r *PlatformReconciler) writeChildren(ctx context.Context, p *gitopsv1alpha
 		svc := platform.Service(p, stage)
 		if err := r.own(ctx, p, svc, &corev1.Service{}, func(live client.Object) {
 			l := live.(*corev1.Service)
-			l.Labels, l.Spec.Selector, l.Spec.Ports = svc.Labels, svc.Spec.Selector, svc.Spec.Ports
+			l.Labels, l.Spec.Selector = svc.Labels, svc.Spec.Selector
+			if !equality.Semantic.DeepDerivative(svc.Spec.Ports, l.Spec.Ports) {
+				l.Spec.Ports = svc.Spec.Ports
+			}
 		}); err != nil {
 			return err
 		}
 		np := platform.NetworkPolicy(p, stage)
 		if err := r.own(ctx, p, np, &networkingv1.NetworkPolicy{}, func(live client.Object) {
 			l := live.(*networkingv1.NetworkPolicy)
-			l.Labels, l.Spec = np.Labels, np.Spec
+			l.Labels = np.Labels
+			if !equality.Semantic.DeepDerivative(np.Spec, l.Spec) {
+				l.Spec = np.Spec
+			}
 		}); err != nil {
 			return err
 		}
