@@ -200,7 +200,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 }
 
 // start starts (or restarts, on the same ports) one process.
-func (s *stack) start(name string) *process {
+func (s *stack) start(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var args []string
@@ -236,7 +236,6 @@ func (s *stack) start(name string) *process {
 	Expect(p.cmd.Start()).To(Succeed())
 	_ = logFile.Close()
 	s.procs[name] = p
-	return p
 }
 
 func indexOf(list []string, v string) int {

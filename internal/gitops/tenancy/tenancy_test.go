@@ -90,10 +90,10 @@ func TestLabelChange(t *testing.T) {
 			g := NewWithT(t)
 			err := LabelChange(tc.old, tc.new)
 			if tc.want == "" {
-				g.Expect(err).To(BeNil())
+				g.Expect(err).NotTo(HaveOccurred())
 				return
 			}
-			g.Expect(err).NotTo(BeNil())
+			g.Expect(err).To(HaveOccurred())
 			g.Expect(err.Error()).To(ContainSubstring(tc.want))
 		})
 	}
