@@ -114,6 +114,14 @@ func TestRegistrationAPI(t *testing.T) {
 	Expect(code).To(Equal(http.StatusConflict))
 	code, _ = call(http.MethodDelete, base+"/a", token, nil)
 	Expect(code).To(Equal(http.StatusNotFound))
+	// Nor can an application's Secret that happens to have a credential Secret's name.
+	Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-credentials"},
+		StringData: map[string]string{"k": "v"}})).To(Succeed())
+	code, _ = call(http.MethodPut, base+"/app", token, reg)
+	Expect(code).To(Equal(http.StatusConflict))
+	appSecret := &corev1.Secret{}
+	Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "app-credentials"}, appSecret)).To(Succeed())
+	Expect(appSecret.Data).To(Equal(map[string][]byte{"k": []byte("v")}))
 
 	code, _ = call(http.MethodDelete, base+"/web", token, nil)
 	Expect(code).To(Equal(http.StatusNoContent))

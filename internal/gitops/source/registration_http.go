@@ -141,11 +141,20 @@ func (h *Handler) putTarget(w http.ResponseWriter, r *http.Request) {
 	if reg.Credentials != nil {
 		secretName = name + CredentialSecretSuffix
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secretName}}
-		if _, err := controllerutil.CreateOrUpdate(ctx, h.Client, s, func() error {
+		_, err := controllerutil.CreateOrUpdate(ctx, h.Client, s, func() error {
+			// Never overwrite a Secret the registration API did not create (an application's own).
+			if !s.CreationTimestamp.IsZero() && s.Labels[pipeline.LabelSourceTarget] != name {
+				return errNotATarget
+			}
 			s.Labels = mergeLabels(s.Labels, map[string]string{pipeline.LabelSourceTarget: name})
 			s.Type, s.Data = corev1.SecretTypeOpaque, reg.Credentials.Data()
 			return nil
-		}); err != nil {
+		})
+		if errors.Is(err, errNotATarget) {
+			reply(w, http.StatusConflict, map[string]any{"error": fmt.Sprintf("Secret %s/%s exists and does not belong to source target %s", ns, secretName, name)})
+			return
+		}
+		if err != nil {
 			h.writeFailed(w, r, err)
 			return
 		}
@@ -210,7 +219,12 @@ func (h *Handler) deleteTarget(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s := cm.Annotations[pipeline.AnnotationCredentials]; s == name+CredentialSecretSuffix {
-		if err := h.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s}}); client.IgnoreNotFound(err) != nil {
+		secret := &corev1.Secret{}
+		err := h.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: s}, secret)
+		if err == nil && secret.Labels[pipeline.LabelSourceTarget] == name {
+			err = h.Client.Delete(ctx, secret)
+		}
+		if client.IgnoreNotFound(err) != nil {
 			h.writeFailed(w, r, err)
 			return
 		}
