@@ -72,6 +72,7 @@ func FuzzValidateRegistration(f *testing.F) {
 	f.Add("w", "ssh://git@h:22/o/r", "x", "a/../b")
 	f.Add("-", "https://u:p@h/o", "", "/abs")
 	f.Add("web", "h:", "main", "..")
+	f.Add("0", "0:0", "0", "..0")
 	f.Fuzz(func(t *testing.T, name, repo, ref, path string) {
 		r := &Registration{RepoURL: repo, Ref: ref, Path: path}
 		if len(ValidateRegistration(name, r)) > 0 {
@@ -80,8 +81,10 @@ func FuzzValidateRegistration(f *testing.F) {
 		if repo == "" || strings.TrimSpace(ref) == "" || strings.HasPrefix(path, "/") {
 			t.Fatalf("accepted %q %q %q", repo, ref, path)
 		}
-		if clean := CleanPath(path); strings.HasPrefix(clean, "..") {
-			t.Fatalf("accepted escaping path %q", path)
+		for _, seg := range strings.Split(path, "/") {
+			if seg == ".." { // "..0" is a fine directory name; ".." is not
+				t.Fatalf("accepted escaping path %q", path)
+			}
 		}
 	})
 }
