@@ -91,8 +91,9 @@ func TestPlatformDeploysScalesAndRepairs(t *testing.T) {
 		g.Expect(*d.Spec.Replicas).To(BeEquivalentTo(3))
 		fresh := &gitopsv1alpha1.Platform{}
 		get(g, client.ObjectKeyFromObject(p), fresh)
+		// The new generation is not observed yet, so its ready replicas are not counted.
 		g.Expect(fresh.Status.Stages).To(ContainElement(And(HaveField("Name", "renderer"), HaveField("Replicas", BeEquivalentTo(3)),
-			HaveField("ReadyReplicas", BeEquivalentTo(1)))))
+			HaveField("ReadyReplicas", BeEquivalentTo(0)))))
 		g.Expect(fresh.Status.Conditions).To(ContainElement(And(HaveField("Type", gitopsv1alpha1.ConditionReady),
 			HaveField("Status", metav1.ConditionFalse))))
 	}).Should(Succeed())
@@ -109,7 +110,8 @@ func TestPlatformDeploysScalesAndRepairs(t *testing.T) {
 
 	// A crash timeout below the lease expiry is refused with the field named.
 	update(func(p *gitopsv1alpha1.Platform) {
-		p.Spec.CrashTimeout = metav1.Duration{Duration: p.Spec.LeaseStaleAfter.Duration / 2}
+		g.Expect(p.Spec.LeaseStaleAfter).NotTo(BeNil(), "defaulted by the CRD")
+		p.Spec.CrashTimeout = &metav1.Duration{Duration: p.Spec.LeaseStaleAfter.Duration / 2}
 	})
 	g.Eventually(func(g Gomega) {
 		fresh := &gitopsv1alpha1.Platform{}

@@ -77,12 +77,12 @@ type PlatformSpec struct {
 	// LeaseStaleAfter is the source handler's --lease-stale-after.
 	// +optional
 	// +kubebuilder:default="10m"
-	LeaseStaleAfter metav1.Duration `json:"leaseStaleAfter,omitempty"`
+	LeaseStaleAfter *metav1.Duration `json:"leaseStaleAfter,omitempty"`
 	// CrashTimeout is pharos's --crash-timeout; it must stay above LeaseStaleAfter or the replay of a crashed
 	// event is refused while the dead processor's lease is still active.
 	// +optional
 	// +kubebuilder:default="12m"
-	CrashTimeout metav1.Duration `json:"crashTimeout,omitempty"`
+	CrashTimeout *metav1.Duration `json:"crashTimeout,omitempty"`
 	// ReplayLimit is how often one event is replayed (pharos's --replay-limit and the source handler's
 	// --max-replay-attempts).
 	// +optional

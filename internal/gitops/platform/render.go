@@ -6,6 +6,7 @@ package platform
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -56,12 +57,20 @@ func Validate(p *gitopsv1alpha1.Platform) field.ErrorList {
 		errs = append(errs, field.Invalid(field.NewPath("spec", "stages", "pharos", "replicas"), *r,
 			"pharos runs at most one replica: its state ConfigMap has one writer"))
 	}
-	crash, stale := p.Spec.CrashTimeout.Duration, p.Spec.LeaseStaleAfter.Duration
+	crash, stale := duration(p.Spec.CrashTimeout), duration(p.Spec.LeaseStaleAfter)
 	if crash > 0 && stale > 0 && crash <= stale {
 		errs = append(errs, field.Invalid(field.NewPath("spec", "crashTimeout"), crash.String(),
 			fmt.Sprintf("must be above spec.leaseStaleAfter (%s): a crashed event's replay is refused while its lease is active", stale)))
 	}
 	return errs
+}
+
+// duration reads an optional duration (0 when unset: the binaries' own defaults apply).
+func duration(d *metav1.Duration) time.Duration {
+	if d == nil {
+		return 0
+	}
+	return d.Duration
 }
 
 // Name is the name of every namespaced child of one stage.
@@ -143,7 +152,7 @@ func Args(p *gitopsv1alpha1.Platform, stage string) []string {
 			"--state-configmap=" + p.Namespace + "/" + StateConfigMapName,
 			fmt.Sprintf("--replay-limit=%d", limit),
 			"--source-handler=" + Endpoint(p, gitopsv1alpha1.StageSource)}
-		if d := p.Spec.CrashTimeout.Duration; d > 0 {
+		if d := duration(p.Spec.CrashTimeout); d > 0 {
 			args = append(args, "--crash-timeout="+d.String())
 		}
 		return args
@@ -155,7 +164,7 @@ func Args(p *gitopsv1alpha1.Platform, stage string) []string {
 	switch stage {
 	case gitopsv1alpha1.StageSource:
 		args = append(args, fmt.Sprintf("--http-bind-address=:%d", WebhookPort), fmt.Sprintf("--max-replay-attempts=%d", limit))
-		if d := p.Spec.LeaseStaleAfter.Duration; d > 0 {
+		if d := duration(p.Spec.LeaseStaleAfter); d > 0 {
 			args = append(args, "--lease-stale-after="+d.String())
 		}
 	case gitopsv1alpha1.StagePruner:

@@ -17,7 +17,7 @@ import (
 func platform() *gitopsv1alpha1.Platform {
 	return &gitopsv1alpha1.Platform{ObjectMeta: metav1.ObjectMeta{Namespace: "katastroma-system", Name: "main"},
 		Spec: gitopsv1alpha1.PlatformSpec{Image: "example.com/katastroma:v1", CollectorEndpoint: "otel.obs.svc:4317",
-			LeaseStaleAfter: metav1.Duration{Duration: 10 * time.Minute}, CrashTimeout: metav1.Duration{Duration: 12 * time.Minute},
+			LeaseStaleAfter: &metav1.Duration{Duration: 10 * time.Minute}, CrashTimeout: &metav1.Duration{Duration: 12 * time.Minute},
 			Stages: gitopsv1alpha1.PlatformStages{Renderer: gitopsv1alpha1.StageSpec{Replicas: ptr.To[int32](4)}}}}
 }
 
@@ -136,7 +136,7 @@ func TestValidate(t *testing.T) {
 	g := NewWithT(t)
 	p := platform()
 	g.Expect(Validate(p)).To(BeEmpty())
-	p.Spec.CrashTimeout = metav1.Duration{Duration: 5 * time.Minute}
+	p.Spec.CrashTimeout = &metav1.Duration{Duration: 5 * time.Minute}
 	p.Spec.Stages.Pharos.Replicas = ptr.To[int32](2)
 	errs := Validate(p)
 	g.Expect(errs).To(HaveLen(2))
