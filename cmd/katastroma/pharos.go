@@ -31,6 +31,7 @@ func runPharos(args []string) error {
 	limit := fs.Int("replay-limit", 3, "Replays pharos asks for per event.")
 	backoff := fs.Duration("replay-backoff", 30*time.Second, "Wait after the first replay of an event; doubles per replay.")
 	backoffMax := fs.Duration("replay-backoff-max", 10*time.Minute, "Longest wait between replays of one event.")
+	rootWait := fs.Duration("root-wait", 30*time.Second, "How long a failed stage span waits for the event's root span (the source handler releases its leases before ending it) before the replay.")
 	retention := fs.Duration("retention", time.Hour, "How long finished events are remembered.")
 	state := fs.String("state-configmap", "", "namespace/name of the ConfigMap keeping the tracked events; empty keeps them in memory (lost on restart).")
 	metricsAddr := fs.String("metrics-bind-address", ":9090", "Where Prometheus metrics are served; 0 disables.")
@@ -46,7 +47,7 @@ func runPharos(args []string) error {
 
 	o := pharos.Options{GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr, MaxBodyBytes: *maxBody, Logger: logger,
 		Config: pharos.Config{CrashTimeout: *crash, ReplayLimit: *limit, BackoffBase: *backoff,
-			BackoffMax: *backoffMax, Retention: *retention, DefaultAddress: *source}}
+			BackoffMax: *backoffMax, Retention: *retention, DefaultAddress: *source, RootWait: *rootWait}}
 	if *state != "" {
 		ns, name, ok := strings.Cut(*state, "/")
 		if !ok || ns == "" || name == "" {

@@ -103,6 +103,7 @@ make dev: the operator is running with every controller and webhook (%d samples 
   export KUBECONFIG=%s
   bin/k8s/kubectl get targets,targetprofiles,targetsources -A
   bin/k8s/kubectl get tenantquotas,agentdeployments,deployments,services,hpa,podmonitors
+  bin/k8s/kubectl get tenants,platforms -A   # gitops: the team-demo Tenant and the Platform's stages
 
 Try a bad object (the webhook rejects it and names the field):
 
@@ -132,7 +133,7 @@ func writeKubeconfig(env *testenv.Env, path string) error {
 	return os.WriteFile(path, data, 0o600)
 }
 
-// applySamples server-side applies every object of the sample files into the default namespace, in the order
+// applySamples server-side applies every object of the sample files (namespaced ones into the default namespace), in the order
 // config/samples/kustomization.yaml lists them (profiles before the Targets that use them).
 func applySamples(ctx context.Context, c client.Client, dir string) (int, error) {
 	data, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
@@ -154,7 +155,14 @@ func applySamples(ctx context.Context, c client.Client, dir string) (int, error)
 		}
 		for _, u := range objs {
 			if u.GetNamespace() == "" {
-				u.SetNamespace("default")
+				// Cluster-scoped samples (Tenant) stay without a namespace.
+				namespaced, err := c.IsObjectNamespaced(u)
+				if err != nil {
+					return applied, fmt.Errorf("%s %s from %s: %w", u.GetKind(), u.GetName(), file, err)
+				}
+				if namespaced {
+					u.SetNamespace("default")
+				}
 			}
 			if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
 				client.FieldOwner("make-dev"), client.ForceOwnership); err != nil {

@@ -42,6 +42,11 @@ type Config struct {
 	Retention time.Duration
 	// DefaultAddress is the source handler used when no span of the event names one (empty: none).
 	DefaultAddress string
+	// RootWait is how long a failure seen on a stage span waits for the event's root span before the replay
+	// (0: replay at once). The source handler releases its leases before it ends the root span, so a replay made
+	// earlier can be refused as "lease active" and use up one of the limited replays. The root span of a failed
+	// event carries ERROR too, so it normally arrives within the export delay; the wait only bounds a lost root.
+	RootWait time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -210,6 +215,13 @@ func (t *Tracker) Observe(now time.Time, s Span) bool {
 	switch {
 	case s.Error && e.State == Running:
 		t.fail(now, e, s.Message)
+		if !s.Root && e.State == Failed {
+			e.NextAt = later(e.NextAt, now.Add(t.cfg.RootWait))
+		}
+		return true
+	case s.Root && e.State == Failed && e.NextAt.After(now):
+		// The attempt is over and its leases released: replay as soon as the backoff allows.
+		e.NextAt = t.earliest(now, e)
 		return true
 	case s.Root && !s.Error && e.State == Running:
 		e.State, e.Since, e.Reason = Done, now, ""
@@ -226,10 +238,16 @@ func (t *Tracker) fail(now time.Time, e *Event, reason string) {
 		t.giveUp(now, e, fmt.Sprintf("replay limit %d reached; last failure: %s", t.cfg.ReplayLimit, reason))
 		return
 	}
-	e.State, e.NextAt = Failed, now
-	if e.Replays > 0 {
-		e.NextAt = later(now, e.LastReplay.Add(t.cfg.backoff(e.Replays)))
+	e.State, e.NextAt = Failed, t.earliest(now, e)
+}
+
+// earliest is when e may be replayed next: now for its first failure, otherwise after the backoff since the last
+// replay.
+func (t *Tracker) earliest(now time.Time, e *Event) time.Time {
+	if e.Replays == 0 {
+		return now
 	}
+	return later(now, e.LastReplay.Add(t.cfg.backoff(e.Replays)))
 }
 
 func (t *Tracker) giveUp(now time.Time, e *Event, reason string) {

@@ -67,6 +67,13 @@ func TestTracker(t *testing.T) {
 		{name: "late spans of the failed attempt are ignored", id: evA, state: Running, replays: 1, steps: []step{
 			{span: span(evA, failed)}, {due: []string{evA}}, {result: &result{evA, Started, rp1, ""}},
 			{at: time.Second, span: span(evA, failed)}, {at: 2 * time.Second, due: nil}}},
+		{name: "a stage failure waits for the root span", id: evA, state: Replaying,
+			cfg: Config{CrashTimeout: time.Minute, ReplayLimit: 2, RootWait: 30 * time.Second}, steps: []step{
+				{span: span(evA, failed)}, {at: time.Second, due: nil}, {at: 2 * time.Second, span: span(evA, failed, root)},
+				{at: 2 * time.Second, due: []string{evA}}}},
+		{name: "a lost root span delays the replay by the root wait only", id: evA, state: Replaying,
+			cfg: Config{CrashTimeout: time.Minute, ReplayLimit: 2, RootWait: 30 * time.Second}, steps: []step{
+				{span: span(evA, failed)}, {at: 29 * time.Second, due: nil}, {at: 30 * time.Second, due: []string{evA}}}},
 		{name: "crash timeout replays an unfinished event", id: evA, state: Replaying, steps: []step{
 			{span: span(evA)}, {at: 59 * time.Second, due: nil}, {at: time.Minute, due: []string{evA}}}},
 		{name: "a second failure waits for the backoff", id: evA, state: Replaying, replays: 1, steps: []step{

@@ -121,10 +121,20 @@ type job struct {
 	leaseID string
 }
 
-// startEvent opens the root span of an event.
+// EventStartedSpanName is a zero-length child of the root span, ended as soon as the event starts.
+const EventStartedSpanName = "event.started"
+
+// startEvent opens the root span of an event and ends an `event.started` child at once. The root span is exported
+// only when the whole event ends, so without that child a source handler that dies early (during the clone) would
+// leave no span behind and pharos's crash detection could not see the event at all.
 func startEvent(kind, tenant string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	attrs = append(attrs, attribute.String("event.type", kind), attribute.String("tenant", tenant))
-	return tracer().Start(context.Background(), "event", trace.WithNewRoot(), trace.WithAttributes(attrs...))
+	ctx, span := tracer().Start(context.Background(), "event", trace.WithNewRoot(), trace.WithAttributes(attrs...))
+	// The same attributes (katastroma.replay_of included) let pharos attribute the child to the right event even
+	// when it arrives before the root.
+	_, started := tracer().Start(ctx, EventStartedSpanName, trace.WithAttributes(attrs...))
+	started.End()
+	return ctx, span
 }
 
 // startTarget opens the source_target span; its span ID is the lease ID.

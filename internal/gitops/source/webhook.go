@@ -25,11 +25,12 @@ func reply(w http.ResponseWriter, code int, v map[string]any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// Mux serves POST /webhook/{namespace} and GET /healthz.
+// Mux serves POST /webhook/{namespace}, GET /healthz and the registration API (/api/v1/namespaces/{namespace}/sourcetargets).
 func (h *Handler) Mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /webhook/{namespace}", h.ServeWebhook)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	h.registerRoutes(mux)
 	return mux
 }
 

@@ -1,0 +1,126 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Labels, names and conditions shared by the gitops kinds and the pipeline stages.
+const (
+	// LabelTenant marks a namespace (and everything the pipeline deploys) with its tenant. Admission keeps it
+	// immutable once set.
+	LabelTenant = "katastroma.org/tenant"
+	// ProvisionerServiceAccount is the tenant identity the provisioner impersonates (create, patch, update).
+	ProvisionerServiceAccount = "provisioner"
+	// PrunerServiceAccount is the tenant identity the pruner impersonates (delete).
+	PrunerServiceAccount = "pruner"
+	// WebhookSecretName is the Secret holding the GitHub webhook HMAC key in each tenant namespace.
+	WebhookSecretName = "github-webhook-secret"
+	// WebhookSecretKey is the key of the HMAC key in WebhookSecretName.
+	WebhookSecretKey = "webhook-secret"
+
+	// ConditionReady is True when every child of the object exists as specified.
+	ConditionReady = "Ready"
+	// ConditionReconciling is True while the controller is still bringing children to the spec.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when the controller cannot progress without a change to the spec or the cluster.
+	ConditionStalled = "Stalled"
+
+	// ReasonReconciled: every child matches the spec.
+	ReasonReconciled = "Reconciled"
+	// ReasonProgressing: children are being written or are not ready yet.
+	ReasonProgressing = "Progressing"
+	// ReasonNamespaceClaimed: a namespace of the spec belongs to another tenant.
+	ReasonNamespaceClaimed = "NamespaceClaimed"
+	// ReasonInvalidSpec: the spec cannot be deployed as written (the message names the field).
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonWriteFailed: a child could not be written.
+	ReasonWriteFailed = "WriteFailed"
+)
+
+// TenantResource is a set of resources the tenant's pipeline identities may write.
+type TenantResource struct {
+	// APIGroups of the resources ("" is the core group).
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +listType=atomic
+	APIGroups []string `json:"apiGroups"`
+	// Resources are plural resource names (e.g. deployments, configmaps).
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +listType=atomic
+	Resources []string `json:"resources"`
+}
+
+// TenantSpec is one tenant of the gitops pipeline.
+type TenantSpec struct {
+	// Namespaces the tenant owns. Each is created (or adopted when it carries no tenant label), labelled
+	// katastroma.org/tenant=<tenant name>, and gets the provisioner and pruner ServiceAccounts, their Roles and
+	// RoleBindings and the webhook Secret. A namespace labelled for another tenant is refused. Removing a
+	// namespace from the list deletes it.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +listType=set
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Namespaces"
+	Namespaces []string `json:"namespaces"`
+	// Resources the pipeline may write in the tenant namespaces: the provisioner ServiceAccount gets create,
+	// patch and update on them, the pruner delete. Neither gets read verbs: the stages read with their own
+	// identity. Empty means ConfigMaps, Secrets, Services, ServiceAccounts and Deployments.
+	// +optional
+	// +listType=atomic
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Resources"
+	Resources []TenantResource `json:"resources,omitempty"`
+}
+
+// TenantStatus is what the controller observed.
+type TenantStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Namespaces the tenant owns and that are fully set up.
+	// +optional
+	// +listType=set
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Namespaces"
+	Namespaces []string `json:"namespaces,omitempty"`
+	// Conditions: Ready, Reconciling, Stalled.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors="urn:alm:descriptor:io.kubernetes.conditions"
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Tenant onboards a tenant of the gitops pipeline: its namespaces, the ServiceAccounts the provisioner and pruner
+// impersonate, their RBAC and the webhook Secret. Deleting the Tenant offboards it: its namespaces are deleted.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,categories=katastroma
+// +kubebuilder:printcolumn:name="Namespaces",type=string,JSONPath=`.status.namespaces`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +operator-sdk:csv:customresourcedefinitions:displayName="Tenant",resources={{Namespace,v1},{ServiceAccount,v1},{Role,v1},{RoleBinding,v1},{Secret,v1}}
+type Tenant struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired tenant.
+	// +required
+	Spec TenantSpec `json:"spec"`
+	// Status is the observed state.
+	// +optional
+	Status TenantStatus `json:"status,omitempty"`
+}
+
+// TenantList is a list of Tenants.
+// +kubebuilder:object:root=true
+type TenantList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// Items are the Tenants.
+	Items []Tenant `json:"items"`
+}
+
+func init() { objectTypes = append(objectTypes, &Tenant{}, &TenantList{}) }

@@ -1,0 +1,289 @@
+package gitops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.opentelemetry.io/otel/attribute"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	gitopsv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gitops/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/platform"
+	"github.com/quartet-dev/quartet-operator/internal/kube"
+	"github.com/quartet-dev/quartet-operator/internal/telemetry"
+)
+
+// PlatformControllerName is the controller name, unique across groups.
+const PlatformControllerName = "gitops-platform"
+
+// PlatformFinalizer removes the Platform's cluster-scoped RBAC, which a namespaced owner cannot garbage-collect.
+const PlatformFinalizer = "katastroma.org/platform-cleanup"
+
+// PlatformReconciler deploys and owns the gitops stages of a Platform. It grants the stages read access to the
+// cluster and impersonation of the tenant identities through escalate and bind on cluster RBAC, so the operator
+// itself never holds those permissions.
+type PlatformReconciler struct {
+	client.Client
+	Recorder recorder.EventRecorder
+}
+
+// +kubebuilder:rbac:groups=katastroma.org,resources=platforms,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=katastroma.org,resources=platforms/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=katastroma.org,resources=platforms/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=services;serviceaccounts;configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings,verbs=get;list;watch;create;update;patch;delete;escalate;bind
+
+// Reconcile fetches the Platform, handles its deletion, writes every child and patches status once, only if changed.
+func (r *PlatformReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
+	ctx, span := telemetry.StartSpan(ctx, "gitops", "gitops.reconcile",
+		attribute.String("gitops.controller", PlatformControllerName), attribute.String("k8s.namespace", req.Namespace),
+		attribute.String("k8s.name", req.Name))
+	defer func() { telemetry.EndSpan(span, err) }()
+
+	p := &gitopsv1alpha1.Platform{}
+	if err := r.Get(ctx, req.NamespacedName, p); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if p.DeletionTimestamp != nil {
+		return ctrl.Result{}, r.finalize(ctx, p)
+	}
+	if controllerutil.AddFinalizer(p, PlatformFinalizer) {
+		if err := r.Update(ctx, p); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	before := p.DeepCopy()
+	if errs := platform.Validate(p); len(errs) > 0 {
+		r.stalled(p, errs.ToAggregate().Error())
+		return ctrl.Result{}, kube.PatchStatusIfChanged(ctx, r.Client, before, p)
+	}
+	writeErr := r.writeChildren(ctx, p)
+	deployments, readErr := r.observe(ctx, p)
+	r.setStatus(p, deployments, errors.Join(writeErr, readErr))
+	if err := kube.PatchStatusIfChanged(ctx, r.Client, before, p); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, errors.Join(writeErr, readErr)
+}
+
+// writeChildren writes every child; an unchanged child is not written.
+func (r *PlatformReconciler) writeChildren(ctx context.Context, p *gitopsv1alpha1.Platform) error {
+	for _, stage := range platform.Stages {
+		sa := platform.ServiceAccount(p, stage)
+		if err := r.own(ctx, p, sa, &corev1.ServiceAccount{}, func(live client.Object) {
+			l := live.(*corev1.ServiceAccount)
+			l.Labels, l.AutomountServiceAccountToken = sa.Labels, sa.AutomountServiceAccountToken
+		}); err != nil {
+			return err
+		}
+		d := platform.Deployment(p, stage)
+		if err := r.own(ctx, p, d, &appsv1.Deployment{}, func(live client.Object) {
+			l := live.(*appsv1.Deployment)
+			l.Labels, l.Spec.Replicas = d.Labels, d.Spec.Replicas
+			// The API server fills defaults into the template: compare only what is rendered, so an unchanged
+			// Platform writes nothing (and the Deployment's generation does not move).
+			// DeepDerivative ignores fields the render leaves empty, so resources removed from the spec are
+			// compared exactly.
+			if !equality.Semantic.DeepDerivative(d.Spec.Template, l.Spec.Template) || len(l.Spec.Template.Spec.Containers) != 1 ||
+				!equality.Semantic.DeepEqual(d.Spec.Template.Spec.Containers[0].Resources, l.Spec.Template.Spec.Containers[0].Resources) {
+				l.Spec.Template = d.Spec.Template
+			}
+			if l.Spec.Selector == nil {
+				l.Spec.Selector = d.Spec.Selector // immutable once created
+			}
+		}); err != nil {
+			return err
+		}
+		svc := platform.Service(p, stage)
+		if err := r.own(ctx, p, svc, &corev1.Service{}, func(live client.Object) {
+			l := live.(*corev1.Service)
+			l.Labels, l.Spec.Selector = svc.Labels, svc.Spec.Selector
+			if !equality.Semantic.DeepDerivative(svc.Spec.Ports, l.Spec.Ports) {
+				l.Spec.Ports = svc.Spec.Ports
+			}
+		}); err != nil {
+			return err
+		}
+		np := platform.NetworkPolicy(p, stage)
+		if err := r.own(ctx, p, np, &networkingv1.NetworkPolicy{}, func(live client.Object) {
+			l := live.(*networkingv1.NetworkPolicy)
+			l.Labels = np.Labels
+			if !equality.Semantic.DeepDerivative(np.Spec, l.Spec) {
+				l.Spec = np.Spec
+			}
+		}); err != nil {
+			return err
+		}
+		if err := r.clusterRBAC(ctx, p, stage); err != nil {
+			return err
+		}
+	}
+	role, rb := platform.PharosRole(p)
+	if err := r.own(ctx, p, role, &rbacv1.Role{}, func(live client.Object) {
+		l := live.(*rbacv1.Role)
+		l.Labels, l.Rules = role.Labels, role.Rules
+	}); err != nil {
+		return err
+	}
+	if err := r.own(ctx, p, rb, &rbacv1.RoleBinding{}, func(live client.Object) {
+		l := live.(*rbacv1.RoleBinding)
+		l.Labels, l.RoleRef, l.Subjects = rb.Labels, rb.RoleRef, rb.Subjects
+	}); err != nil {
+		return err
+	}
+	cm := platform.CollectorConfigMap(p)
+	return r.own(ctx, p, cm, &corev1.ConfigMap{}, func(live client.Object) {
+		l := live.(*corev1.ConfigMap)
+		l.Labels, l.Data = cm.Labels, cm.Data
+	})
+}
+
+// own creates desired, or updates the live object with set applied, with the Platform as controller.
+func (r *PlatformReconciler) own(ctx context.Context, p *gitopsv1alpha1.Platform, desired, live client.Object, set func(client.Object)) error {
+	live.SetNamespace(desired.GetNamespace())
+	live.SetName(desired.GetName())
+	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, live, func() error {
+		set(live)
+		return controllerutil.SetControllerReference(p, live, r.Scheme())
+	})
+	if err != nil {
+		return fmt.Errorf("writing %T %s: %w", live, desired.GetName(), err)
+	}
+	return nil
+}
+
+// clusterRBAC writes a stage's ClusterRole and ClusterRoleBinding, labelled for the finalizer to find.
+func (r *PlatformReconciler) clusterRBAC(ctx context.Context, p *gitopsv1alpha1.Platform, stage string) error {
+	cr, crb := platform.ClusterRole(p, stage), platform.ClusterRoleBinding(p, stage)
+	if cr == nil {
+		return nil
+	}
+	liveCR := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: cr.Name}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, liveCR, func() error {
+		liveCR.Labels, liveCR.Rules = cr.Labels, cr.Rules
+		return nil
+	}); err != nil {
+		return fmt.Errorf("writing ClusterRole %s: %w", cr.Name, err)
+	}
+	liveCRB := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: crb.Name}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, liveCRB, func() error {
+		liveCRB.Labels, liveCRB.RoleRef, liveCRB.Subjects = crb.Labels, crb.RoleRef, crb.Subjects
+		return nil
+	}); err != nil {
+		return fmt.Errorf("writing ClusterRoleBinding %s: %w", crb.Name, err)
+	}
+	return nil
+}
+
+// finalize deletes the cluster-scoped RBAC; the namespaced children go with the Platform (owner references).
+func (r *PlatformReconciler) finalize(ctx context.Context, p *gitopsv1alpha1.Platform) error {
+	if !controllerutil.ContainsFinalizer(p, PlatformFinalizer) {
+		return nil
+	}
+	sel := client.MatchingLabels{platform.PlatformLabel: p.Namespace + "." + p.Name}
+	if err := r.DeleteAllOf(ctx, &rbacv1.ClusterRoleBinding{}, sel); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err := r.DeleteAllOf(ctx, &rbacv1.ClusterRole{}, sel); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	patch := client.MergeFrom(p.DeepCopy())
+	controllerutil.RemoveFinalizer(p, PlatformFinalizer)
+	return r.Patch(ctx, p, patch)
+}
+
+// observe reads each stage's Deployment.
+func (r *PlatformReconciler) observe(ctx context.Context, p *gitopsv1alpha1.Platform) (map[string]*appsv1.Deployment, error) {
+	out := map[string]*appsv1.Deployment{}
+	for _, stage := range platform.Stages {
+		d := &appsv1.Deployment{}
+		err := r.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: platform.Name(stage)}, d)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return out, err
+		default:
+			out[stage] = d
+		}
+	}
+	return out, nil
+}
+
+// stalled records a spec the controller will not deploy; a spec change brings it back.
+func (r *PlatformReconciler) stalled(p *gitopsv1alpha1.Platform, msg string) {
+	p.Status.ObservedGeneration = p.Generation
+	for _, typ := range []string{gitopsv1alpha1.ConditionReady, gitopsv1alpha1.ConditionReconciling, gitopsv1alpha1.ConditionStalled} {
+		status := metav1.ConditionFalse
+		if typ == gitopsv1alpha1.ConditionStalled {
+			status = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: typ, Status: status,
+			Reason: gitopsv1alpha1.ReasonInvalidSpec, Message: msg, ObservedGeneration: p.Generation})
+	}
+}
+
+func (r *PlatformReconciler) setStatus(p *gitopsv1alpha1.Platform, deployments map[string]*appsv1.Deployment, err error) {
+	p.Status.ObservedGeneration = p.Generation
+	p.Status.WebhookEndpoint = platform.WebhookURL(p)
+	p.Status.Stages = nil
+	var notReady []string
+	for _, stage := range platform.Stages {
+		st := gitopsv1alpha1.StageStatus{Name: stage, Replicas: platform.Replicas(p, stage),
+			Endpoint: platform.Endpoint(p, stage)}
+		if d := deployments[stage]; d != nil && d.Status.ObservedGeneration >= d.Generation {
+			st.ReadyReplicas = d.Status.ReadyReplicas
+		}
+		if st.ReadyReplicas < st.Replicas {
+			notReady = append(notReady, fmt.Sprintf("%s %d/%d", stage, st.ReadyReplicas, st.Replicas))
+		}
+		p.Status.Stages = append(p.Status.Stages, st)
+	}
+	cond := func(typ string, status metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason,
+			Message: msg, ObservedGeneration: p.Generation})
+	}
+	switch {
+	case err != nil:
+		cond(gitopsv1alpha1.ConditionReady, metav1.ConditionFalse, gitopsv1alpha1.ReasonWriteFailed, err.Error())
+		cond(gitopsv1alpha1.ConditionReconciling, metav1.ConditionTrue, gitopsv1alpha1.ReasonWriteFailed, err.Error())
+	case len(notReady) > 0:
+		msg := fmt.Sprintf("stages not ready: %v", notReady)
+		cond(gitopsv1alpha1.ConditionReady, metav1.ConditionFalse, gitopsv1alpha1.ReasonProgressing, msg)
+		cond(gitopsv1alpha1.ConditionReconciling, metav1.ConditionTrue, gitopsv1alpha1.ReasonProgressing, msg)
+	default:
+		cond(gitopsv1alpha1.ConditionReady, metav1.ConditionTrue, gitopsv1alpha1.ReasonReconciled, "every stage has its ready replicas")
+		cond(gitopsv1alpha1.ConditionReconciling, metav1.ConditionFalse, gitopsv1alpha1.ReasonReconciled, "up to date")
+	}
+	cond(gitopsv1alpha1.ConditionStalled, metav1.ConditionFalse, gitopsv1alpha1.ReasonReconciled, "not stalled")
+}
+
+// SetupWithManager watches Platforms and the namespaced children they control. ConfigMaps are not watched (that
+// would cache every ConfigMap of the cluster) and neither is the cluster RBAC: both are put back on the next
+// reconcile, which any Deployment status change triggers.
+func (r *PlatformReconciler) SetupWithManager(mgr ctrl.Manager, o kube.ControllerOptions) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&gitopsv1alpha1.Platform{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.ServiceAccount{}).
+		Owns(&networkingv1.NetworkPolicy{}).
+		Owns(&rbacv1.Role{}).
+		Owns(&rbacv1.RoleBinding{}).
+		WithOptions(o.Options()).
+		Named(PlatformControllerName).
+		Complete(r)
+}

@@ -1,0 +1,17 @@
+package gitops_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/quartet-dev/quartet-operator/controllers/gitops"
+	"github.com/quartet-dev/quartet-operator/internal/testenv"
+)
+
+// env is the control plane shared by the package's tests: the gitops controllers run and their webhooks are
+// served through the API server.
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Main(m, &env, testenv.Options{Controllers: []string{gitops.TenantControllerName, gitops.PlatformControllerName}}))
+}

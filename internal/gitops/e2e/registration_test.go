@@ -1,0 +1,133 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"go.opentelemetry.io/otel/codes"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	katastromav1 "github.com/quartet-dev/quartet-operator/internal/gitops/gen/katastroma/v1"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/pipeline"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/source"
+)
+
+// saToken returns a token of a new ServiceAccount in ns, issued by the API server.
+func saToken(ctx context.Context, ns, name string) string {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	Expect(env.Client.Create(ctx, sa)).To(Succeed())
+	tr := &authenticationv1.TokenRequest{}
+	Expect(env.Client.SubResource("token").Create(ctx, sa, tr)).To(Succeed())
+	return tr.Status.Token
+}
+
+// call makes one registration API request and returns the status and decoded body.
+func call(method, path, token string, body any) (int, map[string]any) {
+	var r bytes.Buffer
+	if body != nil {
+		Expect(json.NewEncoder(&r).Encode(body)).To(Succeed())
+	}
+	req, err := http.NewRequest(method, pipe.WebhookURL()+path, &r)
+	Expect(err).NotTo(HaveOccurred())
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = resp.Body.Close() }()
+	out := map[string]any{}
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+func TestRegistrationAPI(t *testing.T) {
+	RegisterTestingT(t)
+	ctx := context.Background()
+	ns := newTenant(ctx)
+	other := newTenant(ctx)
+	token := saToken(ctx, ns, "registrar")
+	foreign := saToken(ctx, other, "registrar")
+	r := gitd.newRepo(t)
+	sha, _ := r.commit(map[string]*string{"deploy/a.yaml": configMapYAML("a", "", "registered")})
+	base := "/api/v1/namespaces/" + ns + "/sourcetargets"
+	reg := source.Registration{RepoURL: r.url, Ref: r.branch, Path: "deploy"}
+
+	// Authentication and tenant isolation.
+	code, _ := call(http.MethodPut, base+"/web", "", reg)
+	Expect(code).To(Equal(http.StatusUnauthorized), "no token")
+	code, _ = call(http.MethodPut, base+"/web", "not-a-token", reg)
+	Expect(code).To(Equal(http.StatusUnauthorized), "a token the API server does not know")
+	code, body := call(http.MethodPut, base+"/web", foreign, reg)
+	Expect(code).To(Equal(http.StatusForbidden), "another tenant's ServiceAccount: %v", body)
+	code, _ = call(http.MethodGet, "/api/v1/namespaces/"+other+"/sourcetargets", token, nil)
+	Expect(code).To(Equal(http.StatusForbidden), "and the other way round")
+	_, err := getCM(ctx, ns, "web")
+	Expect(apierrors.IsNotFound(err)).To(BeTrue(), "nothing stored for refused callers")
+
+	// Bad input is refused with the field named, and nothing is stored.
+	code, body = call(http.MethodPut, base+"/web", token, source.Registration{RepoURL: r.url, Path: "../x"})
+	Expect(code).To(Equal(http.StatusUnprocessableEntity))
+	Expect(body["error"]).To(And(ContainSubstring("ref: Required value"), ContainSubstring("path: Invalid value")))
+
+	// Registered in exactly the format the stages read: a Retrieve deploys it.
+	code, body = call(http.MethodPut, base+"/web", token, reg)
+	Expect(code).To(Equal(http.StatusCreated), "%v", body)
+	cm := mustCM(ctx, ns, "web")
+	Expect(cm.Labels).To(HaveKeyWithValue(pipeline.LabelType, pipeline.TypeSourceTarget))
+	tgt, err := source.TargetFromConfigMap(cm)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(tgt.RepoURL).To(Equal(r.url))
+	resp, err := sourceClient().Retrieve(ctx, &katastromav1.RetrieveRequest{Namespace: ns, SourceTarget: "web"})
+	Expect(err).NotTo(HaveOccurred())
+	root := waitEvent(t, resp.GetEventId())
+	Expect(root.Status.Code).NotTo(Equal(codes.Error), root.Status.Description)
+	Expect(mustCM(ctx, ns, "a").Annotations).To(HaveKeyWithValue(pipeline.AnnotationCommit, sha))
+
+	// Replacing it with credentials keeps the lease annotations and writes the credential Secret.
+	reg.Credentials = &source.Credentials{Type: source.CredBasicAuth, Username: "bot", Password: "s3cret"}
+	code, body = call(http.MethodPut, base+"/web", token, reg)
+	Expect(code).To(Equal(http.StatusOK), "%v", body)
+	cm = mustCM(ctx, ns, "web")
+	Expect(cm.Annotations).To(HaveKeyWithValue(pipeline.AnnotationCredentials, "web-credentials"))
+	Expect(cm.Annotations).To(HaveKeyWithValue(pipeline.AnnotationEventID, resp.GetEventId()))
+	secret := &corev1.Secret{}
+	Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web-credentials"}, secret)).To(Succeed())
+	Expect(secret.Data).To(HaveKeyWithValue("type", []byte("basic-auth")))
+	Expect(secret.Data).To(HaveKeyWithValue("password", []byte("s3cret")))
+
+	code, body = call(http.MethodGet, base, token, nil)
+	Expect(code).To(Equal(http.StatusOK))
+	Expect(body["items"]).To(ConsistOf(And(HaveKeyWithValue("name", "web"), HaveKeyWithValue("lastResult", "succeeded"),
+		HaveKeyWithValue("credentialSecret", "web-credentials"))))
+	Expect(body["items"]).NotTo(ContainElement(HaveKey("password")), "credentials are never listed")
+
+	// A ConfigMap that is not a source target cannot be taken over or deleted through the API.
+	code, _ = call(http.MethodPut, base+"/a", token, source.Registration{RepoURL: r.url, Ref: "main"})
+	Expect(code).To(Equal(http.StatusConflict))
+	code, _ = call(http.MethodDelete, base+"/a", token, nil)
+	Expect(code).To(Equal(http.StatusNotFound))
+	// Nor can an application's Secret that happens to have a credential Secret's name.
+	Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-credentials"},
+		StringData: map[string]string{"k": "v"}})).To(Succeed())
+	code, _ = call(http.MethodPut, base+"/app", token, reg)
+	Expect(code).To(Equal(http.StatusConflict))
+	appSecret := &corev1.Secret{}
+	Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "app-credentials"}, appSecret)).To(Succeed())
+	Expect(appSecret.Data).To(Equal(map[string][]byte{"k": []byte("v")}))
+
+	code, _ = call(http.MethodDelete, base+"/web", token, nil)
+	Expect(code).To(Equal(http.StatusNoContent))
+	_, err = getCM(ctx, ns, "web")
+	Expect(apierrors.IsNotFound(err)).To(BeTrue())
+	err = env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web-credentials"}, &corev1.Secret{})
+	Expect(apierrors.IsNotFound(err)).To(BeTrue())
+	mustCM(ctx, ns, "a") // what the target deployed stays
+}

@@ -1,0 +1,410 @@
+// Package platform renders what a Platform deploys: per stage a ServiceAccount, Deployment, Service and
+// NetworkPolicy, the stages' RBAC and the OTel Collector routing ConfigMap. It is pure: the controller writes what
+// it returns.
+package platform
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	gitopsv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gitops/v1alpha1"
+)
+
+// Ports every stage serves.
+const (
+	GRPCPort     = 50051
+	WebhookPort  = 8080
+	MetricsPort  = 9090
+	OTLPGRPCPort = 4317
+	OTLPHTTPPort = 4318
+)
+
+// Stages lists the pipeline stages in order, then pharos.
+var Stages = []string{gitopsv1alpha1.StageSource, gitopsv1alpha1.StageRenderer, gitopsv1alpha1.StageOrderer,
+	gitopsv1alpha1.StageLabeler, gitopsv1alpha1.StageProvisioner, gitopsv1alpha1.StagePruner, gitopsv1alpha1.StagePharos}
+
+// next is the stage each one streams to; callers are who may open connections to it (NetworkPolicy ingress).
+var (
+	next = map[string]string{
+		gitopsv1alpha1.StageSource: gitopsv1alpha1.StageRenderer, gitopsv1alpha1.StageRenderer: gitopsv1alpha1.StageOrderer,
+		gitopsv1alpha1.StageOrderer: gitopsv1alpha1.StageLabeler, gitopsv1alpha1.StageLabeler: gitopsv1alpha1.StageProvisioner,
+		gitopsv1alpha1.StageProvisioner: gitopsv1alpha1.StagePruner,
+	}
+	callers = map[string][]string{
+		gitopsv1alpha1.StageSource:      {gitopsv1alpha1.StagePharos}, // Replay
+		gitopsv1alpha1.StageRenderer:    {gitopsv1alpha1.StageSource},
+		gitopsv1alpha1.StageOrderer:     {gitopsv1alpha1.StageRenderer, gitopsv1alpha1.StagePruner},
+		gitopsv1alpha1.StageLabeler:     {gitopsv1alpha1.StageOrderer},
+		gitopsv1alpha1.StageProvisioner: {gitopsv1alpha1.StageLabeler},
+		gitopsv1alpha1.StagePruner:      {gitopsv1alpha1.StageProvisioner},
+	}
+)
+
+// Validate checks what the schema cannot: messages name the field.
+func Validate(p *gitopsv1alpha1.Platform) field.ErrorList {
+	var errs field.ErrorList
+	if r := p.Spec.Stages.Pharos.Replicas; r != nil && *r > 1 {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "stages", "pharos", "replicas"), *r,
+			"pharos runs at most one replica: its state ConfigMap has one writer"))
+	}
+	crash, stale := duration(p.Spec.CrashTimeout), duration(p.Spec.LeaseStaleAfter)
+	if crash > 0 && stale > 0 && crash <= stale {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "crashTimeout"), crash.String(),
+			fmt.Sprintf("must be above spec.leaseStaleAfter (%s): a crashed event's replay is refused while its lease is active", stale)))
+	}
+	return errs
+}
+
+// duration reads an optional duration (0 when unset: the binaries' own defaults apply).
+func duration(d *metav1.Duration) time.Duration {
+	if d == nil {
+		return 0
+	}
+	return d.Duration
+}
+
+// Name is the name of every namespaced child of one stage.
+func Name(stage string) string { return "katastroma-" + stage }
+
+// ClusterName names a cluster-scoped child of one stage: cluster objects cannot be owned by a namespaced
+// Platform, so their name carries the Platform's namespace and name (the controller deletes them on finalize).
+func ClusterName(p *gitopsv1alpha1.Platform, stage string) string {
+	return fmt.Sprintf("katastroma-%s-%s-%s", p.Namespace, p.Name, stage)
+}
+
+// PlatformLabel marks the cluster-scoped children of one Platform (value <namespace>.<name>) for cleanup.
+const PlatformLabel = "katastroma.org/platform"
+
+// CollectorConfigMapName is the OTel Collector routing ConfigMap.
+const CollectorConfigMapName = "katastroma-otel-collector"
+
+// StateConfigMapName is where pharos keeps its events; pharos creates it.
+const StateConfigMapName = "katastroma-pharos-state"
+
+// Labels select one stage's pods.
+func Labels(p *gitopsv1alpha1.Platform, stage string) map[string]string {
+	return map[string]string{"app.kubernetes.io/name": "katastroma", "app.kubernetes.io/instance": p.Name,
+		"app.kubernetes.io/component": stage, "app.kubernetes.io/managed-by": "quartet-operator"}
+}
+
+// Endpoint is the in-cluster address of a stage: gRPC for the pipeline stages, OTLP/gRPC for pharos.
+func Endpoint(p *gitopsv1alpha1.Platform, stage string) string {
+	port := GRPCPort
+	if stage == gitopsv1alpha1.StagePharos {
+		port = OTLPGRPCPort
+	}
+	return fmt.Sprintf("%s.%s.svc:%d", Name(stage), p.Namespace, port)
+}
+
+// WebhookURL is the source handler's in-cluster webhook base URL.
+func WebhookURL(p *gitopsv1alpha1.Platform) string {
+	return fmt.Sprintf("http://%s.%s.svc:%d", Name(gitopsv1alpha1.StageSource), p.Namespace, WebhookPort)
+}
+
+// StageSpec returns the spec of one stage.
+func StageSpec(p *gitopsv1alpha1.Platform, stage string) gitopsv1alpha1.StageSpec {
+	s := p.Spec.Stages
+	return map[string]gitopsv1alpha1.StageSpec{
+		gitopsv1alpha1.StageSource: s.Source, gitopsv1alpha1.StageRenderer: s.Renderer,
+		gitopsv1alpha1.StageOrderer: s.Orderer, gitopsv1alpha1.StageLabeler: s.Labeler,
+		gitopsv1alpha1.StageProvisioner: s.Provisioner, gitopsv1alpha1.StagePruner: s.Pruner,
+		gitopsv1alpha1.StagePharos: s.Pharos,
+	}[stage]
+}
+
+// Replicas is a stage's wanted replica count (default 1).
+func Replicas(p *gitopsv1alpha1.Platform, stage string) int32 {
+	if r := StageSpec(p, stage).Replicas; r != nil {
+		return *r
+	}
+	return 1
+}
+
+// needsAPI says whether a stage talks to the API server (and so mounts a token).
+func needsAPI(stage string) bool {
+	switch stage {
+	case gitopsv1alpha1.StageSource, gitopsv1alpha1.StageProvisioner, gitopsv1alpha1.StagePruner, gitopsv1alpha1.StagePharos:
+		return true
+	}
+	return false
+}
+
+// Args are the katastroma command line of a stage.
+func Args(p *gitopsv1alpha1.Platform, stage string) []string {
+	limit := p.Spec.ReplayLimit
+	if limit <= 0 {
+		limit = 3
+	}
+	metrics := fmt.Sprintf("--metrics-bind-address=:%d", MetricsPort)
+	if stage == gitopsv1alpha1.StagePharos {
+		args := []string{"pharos", fmt.Sprintf("--otlp-grpc-address=:%d", OTLPGRPCPort),
+			fmt.Sprintf("--otlp-http-address=:%d", OTLPHTTPPort), metrics,
+			"--state-configmap=" + p.Namespace + "/" + StateConfigMapName,
+			fmt.Sprintf("--replay-limit=%d", limit),
+			"--source-handler=" + Endpoint(p, gitopsv1alpha1.StageSource)}
+		if d := duration(p.Spec.CrashTimeout); d > 0 {
+			args = append(args, "--crash-timeout="+d.String())
+		}
+		return args
+	}
+	args := []string{stage, fmt.Sprintf("--grpc-bind-address=:%d", GRPCPort), metrics}
+	if n, ok := next[stage]; ok {
+		args = append(args, "--next="+Endpoint(p, n))
+	}
+	switch stage {
+	case gitopsv1alpha1.StageSource:
+		args = append(args, fmt.Sprintf("--http-bind-address=:%d", WebhookPort), fmt.Sprintf("--max-replay-attempts=%d", limit))
+		if d := duration(p.Spec.LeaseStaleAfter); d > 0 {
+			args = append(args, "--lease-stale-after="+d.String())
+		}
+	case gitopsv1alpha1.StagePruner:
+		args = append(args, "--orderer="+Endpoint(p, gitopsv1alpha1.StageOrderer))
+	}
+	if p.Spec.CollectorEndpoint != "" {
+		args = append(args, "--otlp-endpoint="+p.Spec.CollectorEndpoint)
+	}
+	return args
+}
+
+// ServiceAccount of one stage; the stages that never call the API server get no token.
+func ServiceAccount(p *gitopsv1alpha1.Platform, stage string) *corev1.ServiceAccount {
+	return &corev1.ServiceAccount{ObjectMeta: meta(p, stage), AutomountServiceAccountToken: ptr.To(needsAPI(stage))}
+}
+
+func meta(p *gitopsv1alpha1.Platform, stage string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: p.Namespace, Name: Name(stage), Labels: Labels(p, stage)}
+}
+
+// ports are the container ports of a stage.
+func ports(stage string) []corev1.ContainerPort {
+	out := []corev1.ContainerPort{{Name: "metrics", ContainerPort: MetricsPort, Protocol: corev1.ProtocolTCP}}
+	switch stage {
+	case gitopsv1alpha1.StagePharos:
+		return append(out, corev1.ContainerPort{Name: "otlp-grpc", ContainerPort: OTLPGRPCPort, Protocol: corev1.ProtocolTCP},
+			corev1.ContainerPort{Name: "otlp-http", ContainerPort: OTLPHTTPPort, Protocol: corev1.ProtocolTCP})
+	case gitopsv1alpha1.StageSource:
+		out = append(out, corev1.ContainerPort{Name: "webhook", ContainerPort: WebhookPort, Protocol: corev1.ProtocolTCP})
+	}
+	return append(out, corev1.ContainerPort{Name: "grpc", ContainerPort: GRPCPort, Protocol: corev1.ProtocolTCP})
+}
+
+// Deployment of one stage, under the restricted Pod Security Standard.
+func Deployment(p *gitopsv1alpha1.Platform, stage string) *appsv1.Deployment {
+	spec := StageSpec(p, stage)
+	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: GRPCPort}},
+		PeriodSeconds: 10, TimeoutSeconds: 5}
+	if stage == gitopsv1alpha1.StagePharos {
+		probe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz",
+			Port: intstr.FromInt32(OTLPHTTPPort)}}, PeriodSeconds: 10, TimeoutSeconds: 5}
+	}
+	c := corev1.Container{
+		Name: "katastroma", Image: p.Spec.Image, Command: []string{"/katastroma"}, Args: Args(p, stage),
+		Ports: ports(stage), Resources: *spec.Resources.DeepCopy(), ReadinessProbe: probe, LivenessProbe: probe.DeepCopy(),
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true), RunAsNonRoot: ptr.To(true),
+			Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		// Git fetches and rendering may spill to a temporary directory; the root filesystem stays read-only.
+		VolumeMounts: []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}},
+	}
+	if stage == gitopsv1alpha1.StageSource {
+		// pharos replays through the address the source handler's spans carry (docs/pharos.md).
+		c.Env = []corev1.EnvVar{{Name: "OTEL_RESOURCE_ATTRIBUTES",
+			Value: "katastroma.source_handler.address=" + Endpoint(p, gitopsv1alpha1.StageSource)}}
+	}
+	labels := Labels(p, stage)
+	return &appsv1.Deployment{
+		ObjectMeta: meta(p, stage),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(Replicas(p, stage)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					ServiceAccountName:           Name(stage),
+					AutomountServiceAccountToken: ptr.To(needsAPI(stage)),
+					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+					Containers: []corev1.Container{c},
+					Volumes: []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{
+						EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+				},
+			},
+		},
+	}
+}
+
+// Service of one stage.
+func Service(p *gitopsv1alpha1.Platform, stage string) *corev1.Service {
+	var sp []corev1.ServicePort
+	for _, cp := range ports(stage) {
+		sp = append(sp, corev1.ServicePort{Name: cp.Name, Port: cp.ContainerPort, Protocol: corev1.ProtocolTCP,
+			TargetPort: intstr.FromString(cp.Name)})
+	}
+	return &corev1.Service{ObjectMeta: meta(p, stage),
+		Spec: corev1.ServiceSpec{Selector: Labels(p, stage), Ports: sp}}
+}
+
+// NetworkPolicy of one stage: its gRPC port admits only the stages that call it; metrics, the webhook and
+// pharos's OTLP ports admit any source (Prometheus, GitHub, the collector). Egress is left open: the stages reach
+// the API server, git hosts and the collector.
+func NetworkPolicy(p *gitopsv1alpha1.Platform, stage string) *networkingv1.NetworkPolicy {
+	tcp := corev1.ProtocolTCP
+	port := func(n int32) []networkingv1.NetworkPolicyPort {
+		return []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptr.To(intstr.FromInt32(n))}}
+	}
+	open := []int32{MetricsPort}
+	switch stage {
+	case gitopsv1alpha1.StageSource:
+		open = append(open, WebhookPort)
+	case gitopsv1alpha1.StagePharos:
+		open = append(open, OTLPGRPCPort, OTLPHTTPPort)
+	}
+	var rules []networkingv1.NetworkPolicyIngressRule
+	for _, n := range open {
+		rules = append(rules, networkingv1.NetworkPolicyIngressRule{Ports: port(n)})
+	}
+	if from := callers[stage]; len(from) > 0 {
+		var peers []networkingv1.NetworkPolicyPeer
+		for _, c := range from {
+			peers = append(peers, networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: Labels(p, c)}})
+		}
+		rules = append(rules, networkingv1.NetworkPolicyIngressRule{Ports: port(GRPCPort), From: peers})
+	}
+	return &networkingv1.NetworkPolicy{ObjectMeta: meta(p, stage), Spec: networkingv1.NetworkPolicySpec{
+		PodSelector: metav1.LabelSelector{MatchLabels: Labels(p, stage)},
+		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+		Ingress:     rules,
+	}}
+}
+
+// ClusterRole of a stage that reads the cluster, or nil. Reads use the stage's own identity (tenants have no
+// read verbs); writes to tenant objects go through impersonation of exactly the tenant ServiceAccounts named
+// provisioner or pruner, in any namespace.
+func ClusterRole(p *gitopsv1alpha1.Platform, stage string) *rbacv1.ClusterRole {
+	read := rbacv1.PolicyRule{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}}
+	impersonate := func(sa string) rbacv1.PolicyRule {
+		return rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"serviceaccounts"},
+			Verbs: []string{"impersonate"}, ResourceNames: []string{sa}}
+	}
+	var rules []rbacv1.PolicyRule
+	switch stage {
+	case gitopsv1alpha1.StageSource:
+		// Leases and the registration API (which stores targets and credential Secrets, after a TokenReview).
+		rules = []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "update", "delete"}},
+			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}},
+			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		}
+	case gitopsv1alpha1.StageProvisioner:
+		rules = []rbacv1.PolicyRule{read, impersonate(gitopsv1alpha1.ProvisionerServiceAccount),
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "update", "patch"}}}
+	case gitopsv1alpha1.StagePruner:
+		rules = []rbacv1.PolicyRule{read, impersonate(gitopsv1alpha1.PrunerServiceAccount),
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"update", "patch", "delete"}}}
+	default:
+		return nil
+	}
+	labels := Labels(p, stage)
+	labels[PlatformLabel] = p.Namespace + "." + p.Name
+	return &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ClusterName(p, stage), Labels: labels}, Rules: rules}
+}
+
+// ClusterRoleBinding binds a stage's ClusterRole to its ServiceAccount.
+func ClusterRoleBinding(p *gitopsv1alpha1.Platform, stage string) *rbacv1.ClusterRoleBinding {
+	cr := ClusterRole(p, stage)
+	if cr == nil {
+		return nil
+	}
+	return &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: cr.Name, Labels: cr.Labels},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cr.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: Name(stage), Namespace: p.Namespace}}}
+}
+
+// PharosRole lets pharos keep its state ConfigMap in the Platform's namespace.
+func PharosRole(p *gitopsv1alpha1.Platform) (*rbacv1.Role, *rbacv1.RoleBinding) {
+	m := meta(p, gitopsv1alpha1.StagePharos)
+	role := &rbacv1.Role{ObjectMeta: m, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "update"},
+			ResourceNames: []string{StateConfigMapName}},
+	}}
+	rb := &rbacv1.RoleBinding{ObjectMeta: *m.DeepCopy(),
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: m.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: m.Name, Namespace: p.Namespace}}}
+	return role, rb
+}
+
+// CollectorConfigMap is the OTel Collector configuration routing the katastroma stages' spans to pharos (every
+// gitops span, so crash detection sees events start) and all traces to the backend (docs/pharos.md).
+func CollectorConfigMap(p *gitopsv1alpha1.Platform) *corev1.ConfigMap {
+	var b strings.Builder
+	backend := p.Spec.TraceBackend != ""
+	b.WriteString(`receivers:
+  otlp:
+    protocols:
+      grpc: {endpoint: 0.0.0.0:4317}
+      http: {endpoint: 0.0.0.0:4318}
+connectors:
+  routing:
+`)
+	if backend {
+		b.WriteString("    default_pipelines: [traces/backend]\n")
+	}
+	b.WriteString(`    table:
+      - condition: 'IsMatch(attributes["service.name"], "^katastroma-")'
+`)
+	if backend {
+		b.WriteString("        pipelines: [traces/backend, traces/pharos]\n")
+	} else {
+		b.WriteString("        pipelines: [traces/pharos]\n")
+	}
+	fmt.Fprintf(&b, `processors:
+  batch: {}
+  filter/pharos-gitops:
+    error_mode: ignore
+    traces:
+      span:
+        - 'instrumentation_scope.name != "github.com/quartet-dev/quartet-operator/internal/gitops"'
+exporters:
+  otlp/pharos:
+    endpoint: %s
+    tls: {insecure: true}
+    retry_on_failure: {enabled: true}
+    sending_queue: {enabled: true}
+`, Endpoint(p, gitopsv1alpha1.StagePharos))
+	if backend {
+		fmt.Fprintf(&b, "  otlp/backend:\n    endpoint: %s\n    tls: {insecure: true}\n", p.Spec.TraceBackend)
+	}
+	b.WriteString(`service:
+  pipelines:
+    traces/in:
+      receivers: [otlp]
+      exporters: [routing]
+    traces/pharos:
+      receivers: [routing]
+      processors: [filter/pharos-gitops, batch]
+      exporters: [otlp/pharos]
+`)
+	if backend {
+		b.WriteString(`    traces/backend:
+      receivers: [routing]
+      processors: [batch]
+      exporters: [otlp/backend]
+`)
+	}
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: CollectorConfigMapName,
+		Labels: Labels(p, "otel-collector")}, Data: map[string]string{"collector.yaml": b.String()}}
+}

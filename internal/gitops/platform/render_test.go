@@ -1,0 +1,145 @@
+package platform
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	gitopsv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gitops/v1alpha1"
+)
+
+func platform() *gitopsv1alpha1.Platform {
+	return &gitopsv1alpha1.Platform{ObjectMeta: metav1.ObjectMeta{Namespace: "katastroma-system", Name: "main"},
+		Spec: gitopsv1alpha1.PlatformSpec{Image: "example.com/katastroma:v1", CollectorEndpoint: "otel.obs.svc:4317",
+			LeaseStaleAfter: &metav1.Duration{Duration: 10 * time.Minute}, CrashTimeout: &metav1.Duration{Duration: 12 * time.Minute},
+			Stages: gitopsv1alpha1.PlatformStages{Renderer: gitopsv1alpha1.StageSpec{Replicas: ptr.To[int32](4)}}}}
+}
+
+func TestArgsWireTheStages(t *testing.T) {
+	p := platform()
+	for stage, want := range map[string][]string{
+		"source": {"source", "--next=katastroma-renderer.katastroma-system.svc:50051", "--http-bind-address=:8080",
+			"--max-replay-attempts=3", "--lease-stale-after=10m0s", "--otlp-endpoint=otel.obs.svc:4317"},
+		"renderer":    {"--next=katastroma-orderer.katastroma-system.svc:50051"},
+		"orderer":     {"--next=katastroma-labeler.katastroma-system.svc:50051"},
+		"labeler":     {"--next=katastroma-provisioner.katastroma-system.svc:50051"},
+		"provisioner": {"--next=katastroma-pruner.katastroma-system.svc:50051"},
+		"pruner":      {"--orderer=katastroma-orderer.katastroma-system.svc:50051"},
+		"pharos": {"pharos", "--state-configmap=katastroma-system/katastroma-pharos-state", "--crash-timeout=12m0s",
+			"--source-handler=katastroma-source.katastroma-system.svc:50051", "--replay-limit=3"},
+	} {
+		t.Run(stage, func(t *testing.T) {
+			g := NewWithT(t)
+			args := Args(p, stage)
+			g.Expect(args[0]).To(Equal(stage))
+			g.Expect(args).To(ContainElements(want))
+			if stage == "pruner" || stage == "pharos" {
+				g.Expect(strings.Join(args, " ")).NotTo(ContainSubstring("--next="))
+			}
+		})
+	}
+}
+
+func TestDeploymentIsRestrictedAndSized(t *testing.T) {
+	g := NewWithT(t)
+	p := platform()
+	for _, stage := range Stages {
+		d := Deployment(p, stage)
+		want := int32(1)
+		if stage == "renderer" {
+			want = 4
+		}
+		g.Expect(*d.Spec.Replicas).To(Equal(want), stage)
+		pod := d.Spec.Template.Spec
+		g.Expect(pod.SecurityContext.RunAsNonRoot).To(HaveValue(BeTrue()))
+		c := pod.Containers[0]
+		g.Expect(c.SecurityContext.AllowPrivilegeEscalation).To(HaveValue(BeFalse()))
+		g.Expect(c.SecurityContext.Capabilities.Drop).To(ConsistOf(corev1.Capability("ALL")))
+		g.Expect(c.SecurityContext.SeccompProfile.Type).To(Equal(corev1.SeccompProfileTypeRuntimeDefault))
+		g.Expect(c.SecurityContext.ReadOnlyRootFilesystem).To(HaveValue(BeTrue()))
+		g.Expect(d.Spec.Selector.MatchLabels).To(Equal(d.Spec.Template.Labels))
+		g.Expect(*pod.AutomountServiceAccountToken).To(Equal(needsAPI(stage)), stage)
+	}
+	src := Deployment(p, "source").Spec.Template.Spec.Containers[0]
+	g.Expect(src.Env).To(ContainElement(corev1.EnvVar{Name: "OTEL_RESOURCE_ATTRIBUTES",
+		Value: "katastroma.source_handler.address=katastroma-source.katastroma-system.svc:50051"}))
+}
+
+func TestNetworkPolicyAdmitsOnlyTheCallingStage(t *testing.T) {
+	g := NewWithT(t)
+	p := platform()
+	np := NetworkPolicy(p, "provisioner")
+	var grpc []string
+	for _, r := range np.Spec.Ingress {
+		if r.Ports[0].Port.IntValue() == GRPCPort {
+			for _, peer := range r.From {
+				grpc = append(grpc, peer.PodSelector.MatchLabels["app.kubernetes.io/component"])
+			}
+		}
+	}
+	g.Expect(grpc).To(ConsistOf("labeler"))
+	g.Expect(NetworkPolicy(p, "orderer").Spec.Ingress).To(ContainElement(HaveField("From", HaveLen(2))),
+		"the renderer and the pruner call the orderer")
+	for _, r := range NetworkPolicy(p, "renderer").Spec.Ingress {
+		if r.Ports[0].Port.IntValue() == GRPCPort {
+			g.Expect(r.From).NotTo(BeEmpty(), "no open gRPC port")
+		}
+	}
+}
+
+func TestImpersonationIsLimitedToTheTenantServiceAccounts(t *testing.T) {
+	g := NewWithT(t)
+	p := platform()
+	for stage, sa := range map[string]string{"provisioner": "provisioner", "pruner": "pruner"} {
+		cr := ClusterRole(p, stage)
+		var imp int
+		for _, r := range cr.Rules {
+			for _, v := range r.Verbs {
+				if v == "impersonate" || v == "*" {
+					imp++
+					g.Expect(r.Resources).To(Equal([]string{"serviceaccounts"}))
+					g.Expect(r.ResourceNames).To(Equal([]string{sa}))
+				}
+			}
+			g.Expect(r.Verbs).NotTo(ContainElement("*"))
+		}
+		g.Expect(imp).To(Equal(1), stage)
+	}
+	for _, stage := range []string{"renderer", "orderer", "labeler", "pharos"} {
+		g.Expect(ClusterRole(p, stage)).To(BeNil(), stage)
+	}
+	g.Expect(ClusterRole(p, "source").Rules).NotTo(ContainElement(HaveField("Verbs", ContainElement("impersonate"))))
+}
+
+func TestCollectorConfigRoutesToPharos(t *testing.T) {
+	g := NewWithT(t)
+	p := platform()
+	for _, backend := range []string{"", "tempo.obs.svc:4317"} {
+		p.Spec.TraceBackend = backend
+		cm := CollectorConfigMap(p)
+		var cfg map[string]any
+		g.Expect(yaml.Unmarshal([]byte(cm.Data["collector.yaml"]), &cfg)).To(Succeed(), "valid YAML")
+		text := cm.Data["collector.yaml"]
+		g.Expect(text).To(ContainSubstring("endpoint: katastroma-pharos.katastroma-system.svc:4317"))
+		g.Expect(text).To(ContainSubstring("filter/pharos-gitops"))
+		g.Expect(strings.Contains(text, "otlp/backend")).To(Equal(backend != ""))
+	}
+}
+
+func TestValidate(t *testing.T) {
+	g := NewWithT(t)
+	p := platform()
+	g.Expect(Validate(p)).To(BeEmpty())
+	p.Spec.CrashTimeout = &metav1.Duration{Duration: 5 * time.Minute}
+	p.Spec.Stages.Pharos.Replicas = ptr.To[int32](2)
+	errs := Validate(p)
+	g.Expect(errs).To(HaveLen(2))
+	g.Expect(errs[0].Error()).To(ContainSubstring("spec.stages.pharos.replicas: Invalid value: 2"))
+	g.Expect(errs[1].Error()).To(ContainSubstring("spec.crashTimeout: Invalid value: \"5m0s\": must be above spec.leaseStaleAfter (10m0s)"))
+}

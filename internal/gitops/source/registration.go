@@ -1,0 +1,112 @@
+package source
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Registration is what a tenant sends to register (or replace) a source target.
+type Registration struct {
+	RepoURL   string `json:"repoURL"`
+	Ref       string `json:"ref"`
+	Path      string `json:"path"`
+	Overrides string `json:"overrides,omitempty"`
+	// Credentials, when set, are stored in the Secret <name>-credentials and referenced from the target.
+	Credentials *Credentials `json:"credentials,omitempty"`
+}
+
+// Credentials are git credentials in the credential Secret format the source handler reads (docs/gitops.md).
+type Credentials struct {
+	Type       string `json:"type"`
+	Token      string `json:"token,omitempty"`
+	Username   string `json:"username,omitempty"`
+	Password   string `json:"password,omitempty"`
+	PrivateKey string `json:"privateKey,omitempty"`
+	Passphrase string `json:"passphrase,omitempty"`
+	KnownHosts string `json:"knownHosts,omitempty"`
+}
+
+// CredentialSecretSuffix names a target's credential Secret: <target>-credentials.
+const CredentialSecretSuffix = "-credentials"
+
+// Data is the credential Secret's data.
+func (c *Credentials) Data() map[string][]byte {
+	d := map[string][]byte{"type": []byte(c.Type)}
+	for k, v := range map[string]string{"token": c.Token, "username": c.Username, "password": c.Password,
+		"private-key": c.PrivateKey, "passphrase": c.Passphrase, "known-hosts": c.KnownHosts} {
+		if v != "" {
+			d[k] = []byte(v)
+		}
+	}
+	return d
+}
+
+// ValidateRegistration checks a registration before anything is stored; messages name the field.
+func ValidateRegistration(name string, r *Registration) field.ErrorList {
+	var errs field.ErrorList
+	// The credential Secret's name must stay a valid name too.
+	if msgs := validation.IsDNS1123Label(name); len(msgs) > 0 || len(name) > 63-len(CredentialSecretSuffix) {
+		errs = append(errs, field.Invalid(field.NewPath("name"), name,
+			fmt.Sprintf("a DNS label of at most %d characters", 63-len(CredentialSecretSuffix))))
+	}
+	if r.RepoURL == "" {
+		errs = append(errs, field.Required(field.NewPath("repoURL"), "the clone URL"))
+	} else if msg := checkRepoURL(r.RepoURL); msg != "" {
+		errs = append(errs, field.Invalid(field.NewPath("repoURL"), r.RepoURL, msg))
+	}
+	if strings.TrimSpace(r.Ref) == "" {
+		errs = append(errs, field.Required(field.NewPath("ref"), "a branch or full ref"))
+	}
+	if strings.HasPrefix(strings.TrimSpace(r.Path), "/") || strings.Contains("/"+r.Path+"/", "/../") {
+		errs = append(errs, field.Invalid(field.NewPath("path"), r.Path, "a relative path inside the repository"))
+	}
+	if c := r.Credentials; c != nil {
+		p := field.NewPath("credentials")
+		need := map[string][]string{CredGitHubToken: {"token"}, CredBasicAuth: {"username", "password"},
+			CredSSHKey: {"privateKey", "knownHosts"}}
+		keys, ok := need[c.Type]
+		if !ok {
+			errs = append(errs, field.NotSupported(p.Child("type"), c.Type, []string{CredGitHubToken, CredBasicAuth, CredSSHKey}))
+		}
+		have := map[string]string{"token": c.Token, "username": c.Username, "password": c.Password,
+			"privateKey": c.PrivateKey, "knownHosts": c.KnownHosts}
+		for _, k := range keys {
+			if have[k] == "" {
+				errs = append(errs, field.Required(p.Child(k), "needed by type "+c.Type))
+			}
+		}
+	}
+	return errs
+}
+
+// checkRepoURL accepts the clone URL forms matching understands and refuses embedded passwords, which belong in
+// the credential Secret rather than in a ConfigMap every reader of the namespace sees.
+func checkRepoURL(raw string) string {
+	if strings.ContainsAny(raw, " \t\n") {
+		return "must not contain whitespace"
+	}
+	if strings.Contains(raw, "://") {
+		u, err := url.Parse(raw)
+		switch {
+		case err != nil:
+			return "not a URL: " + err.Error()
+		case u.Scheme != "https" && u.Scheme != "http" && u.Scheme != "ssh" && u.Scheme != "git":
+			return "scheme must be https, http, ssh or git"
+		case u.Hostname() == "" || strings.Trim(u.Path, "/") == "":
+			return "needs a host and a repository path"
+		}
+		if _, has := u.User.Password(); has {
+			return "must not embed a password: use credentials"
+		}
+		return ""
+	}
+	host, p, ok := strings.Cut(raw, ":")
+	if !ok || strings.Contains(host, "/") || host == "" || strings.Trim(p, "/") == "" || strings.HasSuffix(host, "@") {
+		return "not a clone URL: want https://host/owner/repo, ssh://, git:// or user@host:owner/repo"
+	}
+	return ""
+}

@@ -1,0 +1,248 @@
+package source
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/quartet-dev/quartet-operator/internal/gitops/pipeline"
+)
+
+// RegisteredTarget is one source target as the registration API lists it.
+type RegisteredTarget struct {
+	Name             string `json:"name"`
+	RepoURL          string `json:"repoURL"`
+	Ref              string `json:"ref"`
+	Path             string `json:"path"`
+	CredentialSecret string `json:"credentialSecret,omitempty"`
+	LastResult       string `json:"lastResult,omitempty"`
+	EventID          string `json:"eventID,omitempty"`
+}
+
+const maxRegistrationBody = 1 << 20
+
+// registerRoutes adds the registration API: tenants register, list and delete source targets and their
+// credentials. Every request carries a Kubernetes ServiceAccount token (Authorization: Bearer); the API server
+// authenticates it (TokenReview) and the ServiceAccount's namespace must belong to the same tenant as the target
+// namespace.
+func (h *Handler) registerRoutes(mux *http.ServeMux) {
+	const base = "/api/v1/namespaces/{namespace}/sourcetargets"
+	mux.HandleFunc("GET "+base, h.authorized(h.listTargets))
+	mux.HandleFunc("PUT "+base+"/{name}", h.authorized(h.putTarget))
+	mux.HandleFunc("DELETE "+base+"/{name}", h.authorized(h.deleteTarget))
+}
+
+// authorized authenticates the caller and checks its tenant against the target namespace's.
+func (h *Handler) authorized(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || token == "" {
+			reply(w, http.StatusUnauthorized, map[string]any{"error": "a ServiceAccount token is required (Authorization: Bearer)"})
+			return
+		}
+		callerNS, err := h.authenticate(ctx, token)
+		if err != nil {
+			reply(w, http.StatusUnauthorized, map[string]any{"error": err.Error()})
+			return
+		}
+		ns := r.PathValue("namespace")
+		target, err := h.tenantLabel(ctx, ns)
+		if err != nil {
+			logf.FromContext(ctx).Error(err, "reading the namespace", "namespace", ns)
+			reply(w, http.StatusInternalServerError, map[string]any{"error": "reading namespace " + ns})
+			return
+		}
+		caller, err := h.tenantLabel(ctx, callerNS)
+		if err != nil {
+			reply(w, http.StatusInternalServerError, map[string]any{"error": "reading namespace " + callerNS})
+			return
+		}
+		// Both must be tenant namespaces of the same tenant: an unlabelled namespace belongs to no tenant.
+		if target == "" || caller == "" || target != caller {
+			reply(w, http.StatusForbidden, map[string]any{"error": fmt.Sprintf("namespace %s is not a namespace of the caller's tenant", ns)})
+			return
+		}
+		next(w, r)
+	}
+}
+
+// authenticate returns the namespace of the ServiceAccount the token belongs to.
+func (h *Handler) authenticate(ctx context.Context, token string) (string, error) {
+	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}
+	if err := h.Client.Create(ctx, tr); err != nil {
+		return "", fmt.Errorf("the token could not be reviewed: %w", err)
+	}
+	if !tr.Status.Authenticated {
+		return "", errors.New("the token is not valid")
+	}
+	parts := strings.Split(tr.Status.User.Username, ":")
+	if len(parts) != 4 || parts[0] != "system" || parts[1] != "serviceaccount" {
+		return "", errors.New("only ServiceAccount tokens are accepted")
+	}
+	return parts[2], nil
+}
+
+// tenantLabel is a namespace's tenant label ("" when the namespace or the label is missing).
+func (h *Handler) tenantLabel(ctx context.Context, ns string) (string, error) {
+	n := &corev1.Namespace{}
+	if err := h.Client.Get(ctx, types.NamespacedName{Name: ns}, n); err != nil {
+		return "", client.IgnoreNotFound(err)
+	}
+	return n.Labels[pipeline.LabelTenant], nil
+}
+
+func (h *Handler) listTargets(w http.ResponseWriter, r *http.Request) {
+	cms, err := h.Targets(r.Context(), r.PathValue("namespace"))
+	if err != nil {
+		reply(w, http.StatusInternalServerError, map[string]any{"error": "listing source targets"})
+		return
+	}
+	out := make([]RegisteredTarget, 0, len(cms))
+	for _, cm := range cms {
+		out = append(out, RegisteredTarget{Name: cm.Name, RepoURL: cm.Data["repo-url"], Ref: cm.Data["ref"],
+			Path: cm.Data["path"], CredentialSecret: cm.Annotations[pipeline.AnnotationCredentials],
+			LastResult: cm.Annotations[pipeline.AnnotationResult], EventID: cm.Annotations[pipeline.AnnotationEventID]})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"items": out})
+}
+
+// putTarget creates or replaces a source target (and its credential Secret). Lease and event annotations of an
+// existing target are kept: replacing the repository does not forget a running lease.
+func (h *Handler) putTarget(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	var reg Registration
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxRegistrationBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&reg); err != nil {
+		reply(w, http.StatusBadRequest, map[string]any{"error": "body: " + err.Error()})
+		return
+	}
+	if errs := ValidateRegistration(name, &reg); len(errs) > 0 {
+		reply(w, http.StatusUnprocessableEntity, map[string]any{"error": errs.ToAggregate().Error()})
+		return
+	}
+	secretName := ""
+	if reg.Credentials != nil {
+		secretName = name + CredentialSecretSuffix
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secretName}}
+		_, err := controllerutil.CreateOrUpdate(ctx, h.Client, s, func() error {
+			// Never overwrite a Secret the registration API did not create (an application's own).
+			if !s.CreationTimestamp.IsZero() && s.Labels[pipeline.LabelSourceTarget] != name {
+				return errNotATarget
+			}
+			s.Labels = mergeLabels(s.Labels, map[string]string{pipeline.LabelSourceTarget: name})
+			s.Type, s.Data = corev1.SecretTypeOpaque, reg.Credentials.Data()
+			return nil
+		})
+		if errors.Is(err, errNotATarget) {
+			reply(w, http.StatusConflict, map[string]any{"error": fmt.Sprintf("Secret %s/%s exists and does not belong to source target %s", ns, secretName, name)})
+			return
+		}
+		if err != nil {
+			h.writeFailed(w, r, err)
+			return
+		}
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	op, err := controllerutil.CreateOrUpdate(ctx, h.Client, cm, func() error {
+		if cm.CreationTimestamp.IsZero() || cm.Labels[pipeline.LabelType] == pipeline.TypeSourceTarget {
+			cm.Labels = mergeLabels(cm.Labels, map[string]string{pipeline.LabelType: pipeline.TypeSourceTarget})
+		} else {
+			return errNotATarget
+		}
+		cm.Data = map[string]string{"repo-url": reg.RepoURL, "ref": reg.Ref, "path": reg.Path}
+		if reg.Overrides != "" {
+			cm.Data["overrides"] = reg.Overrides
+		}
+		if cm.Annotations == nil {
+			cm.Annotations = map[string]string{}
+		}
+		if secretName != "" {
+			cm.Annotations[pipeline.AnnotationCredentials] = secretName
+		} else {
+			delete(cm.Annotations, pipeline.AnnotationCredentials)
+		}
+		return nil
+	})
+	if errors.Is(err, errNotATarget) {
+		reply(w, http.StatusConflict, map[string]any{"error": fmt.Sprintf("ConfigMap %s/%s exists and is not a source target", ns, name)})
+		return
+	}
+	if err != nil {
+		h.writeFailed(w, r, err)
+		return
+	}
+	code := http.StatusOK
+	if op == controllerutil.OperationResultCreated {
+		code = http.StatusCreated
+	}
+	reply(w, code, map[string]any{"name": name, "credentialSecret": secretName})
+}
+
+var errNotATarget = errors.New("not a source target")
+
+func (h *Handler) deleteTarget(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	cm := &corev1.ConfigMap{}
+	if err := h.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			reply(w, http.StatusNotFound, map[string]any{"error": "no source target " + name})
+			return
+		}
+		h.writeFailed(w, r, err)
+		return
+	}
+	if cm.Labels[pipeline.LabelType] != pipeline.TypeSourceTarget {
+		reply(w, http.StatusNotFound, map[string]any{"error": "no source target " + name})
+		return
+	}
+	// What the target deployed stays: offboarding is the katastroma.org/offboard annotation and one more event.
+	if err := h.Client.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
+		h.writeFailed(w, r, err)
+		return
+	}
+	if s := cm.Annotations[pipeline.AnnotationCredentials]; s == name+CredentialSecretSuffix {
+		secret := &corev1.Secret{}
+		err := h.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: s}, secret)
+		if err == nil && secret.Labels[pipeline.LabelSourceTarget] == name {
+			err = h.Client.Delete(ctx, secret)
+		}
+		if client.IgnoreNotFound(err) != nil {
+			h.writeFailed(w, r, err)
+			return
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *Handler) writeFailed(w http.ResponseWriter, r *http.Request, err error) {
+	logf.FromContext(r.Context()).Error(err, "registration write failed")
+	reply(w, http.StatusInternalServerError, map[string]any{"error": "storing the source target failed"})
+}
+
+func mergeLabels(into, add map[string]string) map[string]string {
+	if into == nil {
+		into = map[string]string{}
+	}
+	for k, v := range add {
+		into[k] = v
+	}
+	return into
+}

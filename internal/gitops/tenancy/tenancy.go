@@ -1,0 +1,124 @@
+// Package tenancy holds the pure rules of gitops tenancy: what a Tenant's pipeline identities may do, which
+// namespaces it may claim, and that a namespace's tenant label never changes once set.
+package tenancy
+
+import (
+	"fmt"
+	"slices"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	gitopsv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gitops/v1alpha1"
+)
+
+// Verbs of the two tenant identities. Neither reads: the stages read with their own identity, so a tenant's
+// manifests cannot use the pipeline to look at what they could not write.
+var (
+	ProvisionerVerbs = []string{"create", "patch", "update"}
+	PrunerVerbs      = []string{"delete"}
+)
+
+// DefaultResources is what a Tenant without spec.resources may deploy.
+func DefaultResources() []gitopsv1alpha1.TenantResource {
+	return []gitopsv1alpha1.TenantResource{
+		{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets", "services", "serviceaccounts"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}},
+	}
+}
+
+// Rules are the Role rules of one identity: verbs on every resource the tenant may deploy.
+func Rules(resources []gitopsv1alpha1.TenantResource, verbs []string) []rbacv1.PolicyRule {
+	if len(resources) == 0 {
+		resources = DefaultResources()
+	}
+	rules := make([]rbacv1.PolicyRule, 0, len(resources))
+	for _, r := range resources {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: slices.Clone(r.APIGroups),
+			Resources: slices.Clone(r.Resources), Verbs: slices.Clone(verbs)})
+	}
+	return rules
+}
+
+// escalating are resources that would let a tenant's manifests widen their own permissions.
+var escalating = map[string]bool{"roles": true, "rolebindings": true, "clusterroles": true, "clusterrolebindings": true}
+
+// Validate checks a Tenant's spec; messages name the field.
+func Validate(t *gitopsv1alpha1.Tenant) field.ErrorList {
+	var errs field.ErrorList
+	nsPath := field.NewPath("spec", "namespaces")
+	if len(t.Spec.Namespaces) == 0 {
+		errs = append(errs, field.Required(nsPath, "a tenant needs at least one namespace"))
+	}
+	seen := map[string]bool{}
+	for i, ns := range t.Spec.Namespaces {
+		p := nsPath.Index(i)
+		for _, msg := range validation.IsDNS1123Label(ns) {
+			errs = append(errs, field.Invalid(p, ns, msg))
+		}
+		if seen[ns] {
+			errs = append(errs, field.Duplicate(p, ns))
+		}
+		seen[ns] = true
+		if ns == "default" || ns == "kube-system" || ns == "kube-public" || ns == "kube-node-lease" {
+			errs = append(errs, field.Forbidden(p, fmt.Sprintf("%s is a system namespace", ns)))
+		}
+	}
+	for i, r := range t.Spec.Resources {
+		p := field.NewPath("spec", "resources").Index(i)
+		if len(r.APIGroups) == 0 {
+			errs = append(errs, field.Required(p.Child("apiGroups"), "name the API groups (\"\" is the core group)"))
+		}
+		if len(r.Resources) == 0 {
+			errs = append(errs, field.Required(p.Child("resources"), "name the resources"))
+		}
+		for j, g := range r.APIGroups {
+			if g == "*" {
+				errs = append(errs, field.Forbidden(p.Child("apiGroups").Index(j), "wildcards are not allowed: list the groups"))
+			}
+		}
+		for j, res := range r.Resources {
+			rp := p.Child("resources").Index(j)
+			switch {
+			case res == "*":
+				errs = append(errs, field.Forbidden(rp, "wildcards are not allowed: list the resources"))
+			case escalating[res]:
+				errs = append(errs, field.Forbidden(rp, res+" would let the tenant's manifests widen their own permissions"))
+			case res == "":
+				errs = append(errs, field.Required(rp, "a resource name"))
+			}
+		}
+	}
+	return errs
+}
+
+// Claims checks that tenant may own its namespaces: owners maps a namespace to the tenant that already holds it
+// (its katastroma.org/tenant label, or another Tenant listing it). Holding it itself is fine.
+func Claims(tenant string, namespaces []string, owners map[string]string) field.ErrorList {
+	var errs field.ErrorList
+	for i, ns := range namespaces {
+		if owner := owners[ns]; owner != "" && owner != tenant {
+			errs = append(errs, field.Forbidden(field.NewPath("spec", "namespaces").Index(i),
+				fmt.Sprintf("namespace %s belongs to tenant %s", ns, owner)))
+		}
+	}
+	return errs
+}
+
+// LabelChange checks a namespace update: once the tenant label is set it may be neither changed nor removed.
+func LabelChange(oldLabels, newLabels map[string]string) *field.Error {
+	old, had := oldLabels[gitopsv1alpha1.LabelTenant]
+	if !had {
+		return nil
+	}
+	p := field.NewPath("metadata", "labels").Key(gitopsv1alpha1.LabelTenant)
+	now, has := newLabels[gitopsv1alpha1.LabelTenant]
+	switch {
+	case !has:
+		return field.Forbidden(p, fmt.Sprintf("is immutable: it cannot be removed (tenant %s)", old))
+	case now != old:
+		return field.Forbidden(p, fmt.Sprintf("is immutable: it cannot change from %s to %s", old, now))
+	}
+	return nil
+}
