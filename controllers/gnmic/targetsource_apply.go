@@ -240,12 +240,11 @@ func (r *TargetSourceReconciler) applyAll(ctx context.Context, ts *gnmicv1alpha1
 // a live read: someone else's Target is a conflict and left alone; this TargetSource's own (written by a previous
 // run the cache has not caught up with) is applied normally when it differs.
 func (r *TargetSourceReconciler) applyOne(ctx context.Context, ts *gnmicv1alpha1.TargetSource, w write) (written, conflict bool, err error) {
-	owner := client.FieldOwner(FieldManager(ts.Name))
 	u := applyObject(ts, w.desired)
 	if w.create {
 		u.SetResourceVersion(createOnly)
 	}
-	err = r.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), owner, client.ForceOwnership)
+	err = r.applyTarget(ctx, ts, u)
 	if err == nil || !w.create || !apierrors.IsConflict(err) {
 		return err == nil, false, err
 	}
@@ -260,8 +259,17 @@ func (r *TargetSourceReconciler) applyOne(ctx context.Context, ts *gnmicv1alpha1
 	if upToDate(live, w.desired, ts) {
 		return false, false, nil
 	}
-	err = r.Apply(ctx, client.ApplyConfigurationFromUnstructured(applyObject(ts, w.desired)), owner, client.ForceOwnership)
+	err = r.applyTarget(ctx, ts, applyObject(ts, w.desired))
 	return err == nil, false, err
+}
+
+// applyTarget sends one forced apply as the TargetSource's field manager, through the Writer when there is one
+// (the answer is not decoded), else through the client.
+func (r *TargetSourceReconciler) applyTarget(ctx context.Context, ts *gnmicv1alpha1.TargetSource, u *unstructured.Unstructured) error {
+	if r.Writer != nil {
+		return r.Writer.Apply(ctx, u, FieldManager(ts.Name))
+	}
+	return r.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager(ts.Name)), client.ForceOwnership)
 }
 
 func contains(list []string, s string) bool {

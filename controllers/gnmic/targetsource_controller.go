@@ -33,8 +33,10 @@ type TargetSourceReconciler struct {
 	client.Client
 	// APIReader reads Secrets and ConfigMaps straight from the API server (neither is cached).
 	APIReader client.Reader
-	Recorder  recorder.EventRecorder
-	Mapper    *targetsource.Mapper
+	// Writer sends the Target applies without decoding the answers; nil sends them through Client.
+	Writer   *TargetWriter
+	Recorder recorder.EventRecorder
+	Mapper   *targetsource.Mapper
 	// Clock and Rand are injectable for tests; nil uses the real clock and math/rand.
 	Clock clock.PassiveClock
 	Rand  func() float64

@@ -62,7 +62,10 @@ func TestTargetSourceDoesNotTakeOverTargetsTheCacheHasNotSeen(t *testing.T) {
 
 	mapper, err := targetsource.NewMapper()
 	g.Expect(err).NotTo(HaveOccurred())
+	writer, err := gnmic.NewTargetWriter(env.Config, nil, env.Manager.GetScheme())
+	g.Expect(err).NotTo(HaveOccurred())
 	r := &gnmic.TargetSourceReconciler{
+		Writer: writer,
 		Client: laggingCache{Client: env.Manager.GetClient(), unseen: map[types.NamespacedName]bool{
 			{Namespace: ns, Name: "inv-r2"}: true,
 		}},

@@ -46,9 +46,14 @@ func gnmicControllers() []Controller {
 				if err != nil {
 					return err
 				}
+				writer, err := gnmiccontrollers.NewTargetWriter(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetScheme())
+				if err != nil {
+					return err
+				}
 				r := &gnmiccontrollers.TargetSourceReconciler{
 					Client:    mgr.GetClient(),
 					APIReader: mgr.GetAPIReader(),
+					Writer:    writer,
 					Recorder:  mgr.GetEventRecorder(gnmiccontrollers.TargetSourceControllerName),
 					Mapper:    mapper,
 					Clock:     d.Clock,

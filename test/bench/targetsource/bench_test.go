@@ -100,9 +100,11 @@ func BenchmarkTargetSource(b *testing.B) {
 		base.QPS, base.Burst = qps, burst
 		baseClient, err := client.New(base, client.Options{Scheme: operator.NewScheme()})
 		must(b, err)
+		cpu0 := takeCPU(ctx, b, env.Config, nil)
 		start := time.Now()
 		bareApply(ctx, b, baseClient, n)
 		baseline := time.Since(start)
+		baseCPU := takeCPU(ctx, b, env.Config, nil).sub(cpu0)
 
 		// The manager caches only the benchmark's namespace (the baseline's Targets stay out of its heap), and
 		// its start-up (informer lists, cache sync) is left out of the measured first sync.
@@ -121,11 +123,13 @@ func BenchmarkTargetSource(b *testing.B) {
 			}}
 		writes, cpu := targetWrites(ctx, b, env.Config), mgr.cpuSeconds(ctx, b)
 		profiled := mgr.profile(mctx, b, os.Getenv("TS_BENCH_CPUPROFILE"))
+		cpu0 = takeCPU(ctx, b, env.Config, mgr)
 		start = time.Now()
 		must(b, env.Client.Create(ctx, ts))
 		first := waitSync(ctx, b, env.Client, nil, int32(n))
 		firstDur := time.Since(start)
 		firstWrites, firstCPU := targetWrites(ctx, b, env.Config)-writes, mgr.cpuSeconds(ctx, b)-cpu
+		syncCPU := takeCPU(ctx, b, env.Config, mgr).sub(cpu0)
 		<-profiled
 
 		waitPast(first) // status times have one-second resolution
@@ -154,6 +158,7 @@ func BenchmarkTargetSource(b *testing.B) {
 		fmt.Printf("%-48s %12s %14d %8.2f %11.2fs\n", "first sync to Ready (manager process)", firstDur.Round(time.Millisecond), firstWrites, ratio, firstCPU)
 		fmt.Printf("%-48s %12s %14d %8s %11.2fs\n", "second run, inventory unchanged", secondDur.Round(time.Millisecond), secondWrites, "-", secondCPU)
 		fmt.Printf("%-48s %12s %14d %8s %11.2fs\n", fmt.Sprintf("run with 1%% changed (%d devices)", changed), thirdDur.Round(time.Millisecond), thirdWrites, "-", thirdCPU)
+		fmt.Printf("\n%s\n%s\n%s\n", cpuHeader(), baseCPU.row("baseline"), syncCPU.row("first sync"))
 		fmt.Printf("\nManager process heap with %d Targets cached (target: peak heap <= 120 MiB)\n", n)
 		fmt.Printf("%-48s %9d MiB\n", "peak heap (heap size at GC start, gctrace)", heap.gcPeakMiB)
 		fmt.Printf("%-48s %9.1f MiB\n", "peak heap in use (sampled every second)", heap.heapInuseMiB)

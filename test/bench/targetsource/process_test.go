@@ -243,6 +243,12 @@ var labelPair = regexp.MustCompile(`(\w+)="([^"]*)"`)
 // targetWrites sums the API server's apiserver_request_total for writes to Target objects (not status), by any
 // client: the count of what the manager process wrote, read where the writes land.
 func targetWrites(ctx context.Context, b *testing.B, cfg *rest.Config) int64 {
+	writes, _ := apiserverCounters(ctx, b, cfg)
+	return writes
+}
+
+// apiserverCounters reads the Target writes (see targetWrites) and the API server's process_cpu_seconds_total.
+func apiserverCounters(ctx context.Context, b *testing.B, cfg *rest.Config) (int64, float64) {
 	hc, err := rest.HTTPClientFor(cfg)
 	must(b, err)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+"/metrics", nil)
@@ -251,10 +257,15 @@ func targetWrites(ctx context.Context, b *testing.B, cfg *rest.Config) int64 {
 	must(b, err)
 	defer func() { _ = resp.Body.Close() }()
 	var total int64
+	var cpu float64
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
 		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "process_cpu_seconds_total "); ok {
+			cpu, _ = strconv.ParseFloat(strings.TrimSpace(v), 64)
+			continue
+		}
 		if !strings.HasPrefix(line, "apiserver_request_total{") {
 			continue
 		}
@@ -275,5 +286,5 @@ func targetWrites(ctx context.Context, b *testing.B, cfg *rest.Config) int64 {
 		total += int64(v)
 	}
 	must(b, sc.Err())
-	return total
+	return total, cpu
 }
