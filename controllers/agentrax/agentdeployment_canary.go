@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/clock"
@@ -438,7 +439,7 @@ func timeOrNil(t time.Time) *metav1.Time {
 
 // httpRouteGVK is probed once at setup: without the Gateway API, canaries are not started (RolloutHealthy says
 // why) and nothing watches routes.
-var httpRouteGVK = gatewayv1.SchemeGroupVersion.WithKind("HTTPRoute")
+var httpRouteGVK = schema.GroupVersion{Group: gatewayv1.GroupVersion.Group, Version: gatewayv1.GroupVersion.Version}.WithKind("HTTPRoute")
 
 // setupCanary watches HTTPRoutes when the CRD exists: the owned route through its controller reference, a
 // user-owned one through the spec.rollout.traffic.routeName index, so a Gateway accepting new weights wakes the

@@ -327,7 +327,7 @@ func TestDryRunNeverReserves(t *testing.T) {
 	err := env.Client.Create(ctx, agentDeployment(ns, "dry-big", "q", 1, 9, 1), client.DryRunAll)
 	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "a dry run is still checked: %v", err)
 	g.Consistently(func(g Gomega) {
-		g.Expect(getLedger(g, ns, "q")).To(BeEmpty())
+		g.Expect(getLedger(g, ns)).To(BeEmpty())
 	}, time.Second, 100*time.Millisecond).Should(Succeed())
 
 	ad := agentDeployment(ns, "real", "q", 1, 4, 1)
@@ -336,7 +336,7 @@ func TestDryRunNeverReserves(t *testing.T) {
 		To(Succeed(), "growth fits (6 GPUs of 8) but a dry run reserves nothing")
 	g.Expect(env.Client.Delete(ctx, ad, client.DryRunAll)).To(Succeed())
 	g.Consistently(func(g Gomega) {
-		ledger := getLedger(g, ns, "q")
+		ledger := getLedger(g, ns)
 		g.Expect(ledger).To(HaveLen(1))
 		g.Expect(ledger[0].GPUs).To(Equal(int64(4)))
 	}, time.Second, 100*time.Millisecond).Should(Succeed())
@@ -353,7 +353,7 @@ func TestUpdateDeltasAndRelease(t *testing.T) {
 	g.Expect(env.Client.Create(ctx, a)).To(Succeed())
 	g.Expect(env.Client.Create(ctx, b)).To(Succeed())
 	reserved := func(g Gomega, name string) int32 {
-		for _, r := range getLedger(g, ns, "q") {
+		for _, r := range getLedger(g, ns) {
 			if r.Name == name {
 				return r.Replicas
 			}

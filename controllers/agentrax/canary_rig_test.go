@@ -174,12 +174,12 @@ func newRigWithRoute(t *testing.T, rps float64, userRoute *gatewayv1.HTTPRoute) 
 	return r
 }
 
-// setImage starts a canary of image.
-func (r *rig) setImage(image string) {
+// startCanaryOfV2 starts a canary of image v2.
+func (r *rig) startCanaryOfV2() {
 	r.t.Helper()
 	NewWithT(r.t).Eventually(func(g Gomega) {
 		ad := r.get(g)
-		ad.Spec.Image = image
+		ad.Spec.Image = v2
 		g.Expect(env.Client.Update(context.Background(), ad)).To(Succeed())
 	}).Should(Succeed())
 }

@@ -34,11 +34,11 @@ func canaryGone(g Gomega, ns string) {
 
 func TestCanaryHealthyPromotesThroughEveryStep(t *testing.T) {
 	r := newRig(t, 40)
-	r.setImage(v2)
+	r.startCanaryOfV2()
 	// While the canary runs, its largest size (100 % of replicas.max 4) is charged on top of replicas.max.
 	r.until(60*time.Second, func(g Gomega, ad *agentraxv1alpha1.AgentDeployment) {
 		g.Expect(ad.Status.Phase).To(Equal(agentraxv1alpha1.PhaseRolloutInProgress))
-		g.Expect(getLedger(g, r.ns, "q")).To(ContainElement(HaveField("Replicas", int32(8))))
+		g.Expect(getLedger(g, r.ns)).To(ContainElement(HaveField("Replicas", int32(8))))
 		dep := &appsv1.Deployment{}
 		g.Expect(env.Client.Get(context.Background(), types.NamespacedName{Namespace: r.ns, Name: "bot-canary"}, dep)).To(Succeed())
 		g.Expect(dep.Spec.Template.Labels).To(HaveKeyWithValue(agentraxv1alpha1.LabelVariant, agentraxv1alpha1.VariantCanary))
@@ -64,13 +64,13 @@ func TestCanaryHealthyPromotesThroughEveryStep(t *testing.T) {
 	g.Expect(route.Spec.Rules[0].BackendRefs[0].Weight).To(Equal(ptr.To[int32](100)))
 	g.Expect(route.Spec.Hostnames).To(HaveExactElements(BeEquivalentTo("bot.example.com")))
 	g.Eventually(func(g Gomega) {
-		g.Expect(getLedger(g, r.ns, "q")).To(ContainElement(HaveField("Replicas", int32(4))), "canary charge released")
+		g.Expect(getLedger(g, r.ns)).To(ContainElement(HaveField("Replicas", int32(4))), "canary charge released")
 	}).Should(Succeed())
 }
 
 func TestCanaryLatencySpikeRollsBackBeforeFullWeight(t *testing.T) {
 	r := newRig(t, 40)
-	r.setImage(v2)
+	r.startCanaryOfV2()
 	// A 600 ms latency spike mid-rollout: injected once the first pause passed, so the pause at 50 % sees only
 	// spiked canary requests (a loaded machine cannot let that pause pass before Prometheus scraped the spike).
 	r.until(90*time.Second, func(g Gomega, ad *agentraxv1alpha1.AgentDeployment) {
@@ -100,14 +100,14 @@ func TestCanaryLatencySpikeRollsBackBeforeFullWeight(t *testing.T) {
 		g.Expect(r.get(g).Status.Stage).To(BeEmpty())
 	}).WithTimeout(2 * time.Second).Should(Succeed())
 	g.Eventually(func(g Gomega) {
-		g.Expect(getLedger(g, r.ns, "q")).To(ContainElement(HaveField("Replicas", int32(4))))
+		g.Expect(getLedger(g, r.ns)).To(ContainElement(HaveField("Replicas", int32(4))))
 	}).Should(Succeed())
 }
 
 func TestCanaryErrorSpikeRollsBack(t *testing.T) {
 	r := newRig(t, 40)
 	r.canary.Set(0.4, 0.08)
-	r.setImage(v2)
+	r.startCanaryOfV2()
 	r.until(90*time.Second, func(g Gomega, ad *agentraxv1alpha1.AgentDeployment) {
 		g.Expect(ad.Status.Stage).To(BeEmpty())
 		g.Expect(ad.Status.Phase).To(Equal(agentraxv1alpha1.PhaseRolloutFailed))
@@ -123,7 +123,7 @@ func TestCanaryErrorSpikeRollsBack(t *testing.T) {
 
 func TestCanaryPrometheusDownRollsBackAfterFailsafe(t *testing.T) {
 	r := newRig(t, 40)
-	r.setImage(v2)
+	r.startCanaryOfV2()
 	r.until(90*time.Second, func(g Gomega, ad *agentraxv1alpha1.AgentDeployment) {
 		g.Expect(ad.Status.CanaryStepIndex).To(Equal(int32(1)))
 		g.Expect(ad.Status.PauseStartedAt).NotTo(BeNil())
@@ -153,7 +153,7 @@ func TestCanaryPrometheusDownRollsBackAfterFailsafe(t *testing.T) {
 func TestCanaryLowTrafficHoldsAsSampleInsufficient(t *testing.T) {
 	// 2 requests/s in total: the canary's 25 % never reaches 20 requests within the 12 s extension cap.
 	r := newRig(t, 2)
-	r.setImage(v2)
+	r.startCanaryOfV2()
 	r.until(90*time.Second, func(g Gomega, ad *agentraxv1alpha1.AgentDeployment) {
 		c := rolloutCondition(ad, agentraxv1alpha1.ConditionSampleInsufficient)
 		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
@@ -171,7 +171,7 @@ func TestCanaryLowTrafficHoldsAsSampleInsufficient(t *testing.T) {
 
 func TestCanaryManagerRestartResumesMidPause(t *testing.T) {
 	r := newRig(t, 40)
-	r.setImage(v2)
+	r.startCanaryOfV2()
 	var before agentraxv1alpha1.AgentDeploymentStatus
 	r.until(90*time.Second, func(g Gomega, ad *agentraxv1alpha1.AgentDeployment) {
 		g.Expect(ad.Status.CanaryStepIndex).To(Equal(int32(3)))
@@ -215,7 +215,7 @@ func TestCanaryUserRouteOnlyWeightsEdited(t *testing.T) {
 	r := newRigWithRoute(t, 40, route)
 	g := NewWithT(t)
 	before := r.route(g)
-	r.setImage(v2)
+	r.startCanaryOfV2()
 	r.until(90*time.Second, func(g Gomega, ad *agentraxv1alpha1.AgentDeployment) {
 		g.Expect(ad.Status.CanaryWeight).To(Equal(int32(25)))
 		g.Expect(r.route(g).Spec.Rules[0].BackendRefs[1].Weight).To(Equal(ptr.To[int32](25)))

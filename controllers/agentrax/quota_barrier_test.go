@@ -197,7 +197,7 @@ func TestQuotaBarrierAcrossTwoWebhookServers(t *testing.T) {
 		stored := &agentraxv1alpha1.AgentDeploymentList{}
 		g.Expect(env.Client.List(ctx, stored, client.InNamespace(ns))).To(Succeed())
 		g.Expect(stored.Items).To(HaveLen(int(admitted.Agents)))
-		ledger := quota.LedgerUsage(getLedger(g, ns, "q"), "")
+		ledger := quota.LedgerUsage(getLedger(g, ns), "")
 		g.Expect(ledger).To(Equal(admitted))
 		totalAdmitted += int(admitted.Agents)
 		totalRefused += refused

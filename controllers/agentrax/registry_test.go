@@ -253,7 +253,12 @@ func startFollower(t *testing.T, g Gomega) string {
 	g.Expect(err).NotTo(HaveOccurred())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager stopped with an error: %v", err)
+		}
+	})
 	g.Eventually(url.Load).ShouldNot(BeNil())
 	return url.Load().(string)
 }
@@ -380,5 +385,8 @@ func serveWebhooksOnly(t *testing.T, g Gomega) func() {
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	g.Eventually(func() error { return mgr.GetWebhookServer().StartedChecker()(nil) }).Should(Succeed())
-	return func() { cancel(); <-done }
+	return func() {
+		cancel()
+		g.Expect(<-done).To(Succeed(), "webhook manager stopped with an error")
+	}
 }

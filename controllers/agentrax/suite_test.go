@@ -196,9 +196,9 @@ func getQuota(g Gomega, ns, name string) *agentraxv1alpha1.TenantQuota {
 	return tq
 }
 
-// getLedger returns the decoded admission ledger of a TenantQuota.
-func getLedger(g Gomega, ns, name string) []agentraxv1alpha1.Reservation {
-	ledger, err := quota.ParseLedger(getQuota(g, ns, name).Status.Ledger)
+// getLedger returns the decoded admission ledger of the TenantQuota "q" every test in this package uses.
+func getLedger(g Gomega, ns string) []agentraxv1alpha1.Reservation {
+	ledger, err := quota.ParseLedger(getQuota(g, ns, "q").Status.Ledger)
 	g.Expect(err).NotTo(HaveOccurred())
 	return ledger
 }

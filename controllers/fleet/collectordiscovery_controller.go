@@ -192,7 +192,7 @@ func (r *CollectorDiscoveryReconciler) poll(ctx context.Context, d *fleetv1alpha
 	d.Status.CollectorsObserved, d.Status.CollectorsManaged, d.Status.StaleCollectors = int32(len(remotes)), int32(managed), int32(stale)
 	summary := fmt.Sprintf("%d Fleet collector(s) selected, %d Collector(s) in %s (%d stale), %d conflict(s)",
 		len(remotes), managed, target, stale, len(plan.Conflicts))
-	r.pollSucceeded(d, st, "CollectorDiscovery", now, conflicts, truncated, created, pruned, summary)
+	r.pollSucceeded(d, st, "CollectorDiscovery", now, truncated, created, pruned, summary)
 	return ctrl.Result{RequeueAfter: interval}, nil
 }
 

@@ -83,7 +83,7 @@ func (p Poller) pollFailed(obj client.Object, st *fleetv1alpha1.DiscoveryStatus,
 
 // pollSucceeded records the outcome of a successful poll: conditions, conflicts truncation, events.
 func (p Poller) pollSucceeded(obj client.Object, st *fleetv1alpha1.DiscoveryStatus, kind string, now metav1.Time,
-	conflicts []discovery.Conflict, truncated bool, created, pruned int, summary string) {
+	truncated bool, created, pruned int, summary string) {
 	st.LastSuccessTime = &now
 	recordSync(kind, fleetv1alpha1.ReasonSynced)
 	if created > 0 {

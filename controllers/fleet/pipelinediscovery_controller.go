@@ -160,7 +160,7 @@ func (r *PipelineDiscoveryReconciler) poll(ctx context.Context, d *fleetv1alpha1
 	d.Status.PipelinesObserved, d.Status.PipelinesManaged, d.Status.StalePipelines = int32(len(remotes)), int32(managed), int32(stale)
 	summary := fmt.Sprintf("%d Fleet pipeline(s) selected, %d Pipeline(s) in %s (%d stale), %d conflict(s)",
 		len(remotes), managed, target, stale, len(plan.Conflicts))
-	r.pollSucceeded(d, st, "PipelineDiscovery", now, conflicts, truncated, created, pruned, summary)
+	r.pollSucceeded(d, st, "PipelineDiscovery", now, truncated, created, pruned, summary)
 	return ctrl.Result{RequeueAfter: interval}, nil
 }
 

@@ -65,7 +65,7 @@ func (s RegistrySettings) EffectiveTTL() (time.Duration, error) {
 	return s.TTL, nil
 }
 
-// WrapAgentRegistrar, when set, wraps the Registrar the AgentDeployment controller gets (tests record the
+// WrapAgentRegistrar wraps, when set, the Registrar the AgentDeployment controller gets (tests record the
 // calls made to the real one).
 var WrapAgentRegistrar func(agentraxcontrollers.Registrar) agentraxcontrollers.Registrar
 

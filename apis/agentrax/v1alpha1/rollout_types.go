@@ -10,11 +10,11 @@ package v1alpha1
 type RolloutStage string
 
 const (
-	// StageProgressing: the canary walks through the steps.
+	// StageProgressing means the canary walks through the steps.
 	StageProgressing RolloutStage = "Progressing"
-	// StagePromoting: every step passed; the stable Deployment takes the canary's image.
+	// StagePromoting means every step passed; the stable Deployment takes the canary's image.
 	StagePromoting RolloutStage = "Promoting"
-	// StageRollingBack: traffic returns to stable, then the canary is removed.
+	// StageRollingBack means traffic returns to stable, then the canary is removed.
 	StageRollingBack RolloutStage = "RollingBack"
 )
 

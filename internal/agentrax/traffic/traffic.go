@@ -46,7 +46,7 @@ func IsService(b gatewayv1.BackendRef) bool {
 	return ptr.Deref(b.Group, "") == "" && ptr.Deref(b.Kind, "Service") == "Service" && b.Namespace == nil
 }
 
-// Accepted: every parentRef of the spec has a status entry whose Accepted condition is True for the
+// Accepted reports whether every parentRef of the spec has a status entry whose Accepted condition is True for the
 // route's current generation. Anything less means the Gateway has not applied the weights yet.
 func Accepted(route *gatewayv1.HTTPRoute) bool {
 	if len(route.Spec.ParentRefs) == 0 {
@@ -131,6 +131,6 @@ func serviceRef(name string, port, weight int32) gatewayv1.HTTPBackendRef {
 	return gatewayv1.HTTPBackendRef{BackendRef: gatewayv1.BackendRef{
 		BackendObjectReference: gatewayv1.BackendObjectReference{Group: ptr.To(gatewayv1.Group("")),
 			Kind: ptr.To(gatewayv1.Kind("Service")), Name: gatewayv1.ObjectName(name),
-			Port: ptr.To(gatewayv1.PortNumber(port))},
+			Port: ptr.To(port)},
 		Weight: ptr.To(weight)}}
 }

@@ -103,7 +103,9 @@ func serveAdmissionGate(t *testing.T) *admissionGate {
 	t.Cleanup(func() {
 		_ = env.Client.Delete(context.Background(), cfg)
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("webhook server stopped with an error: %v", err)
+		}
 	})
 	// The API server picks the configuration up asynchronously: wait until a dry run is refused.
 	probe := gatedNamespace(ctx, "gate-probe-"+rand.String(5))

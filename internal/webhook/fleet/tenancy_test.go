@@ -29,7 +29,7 @@ func asUser(name string, groups ...string) context.Context {
 		UserInfo: authenticationv1.UserInfo{Username: name, Groups: groups}}})
 }
 
-func tenancyFixture(t *testing.T, allowSAR bool, objs ...client.Object) *Tenancy {
+func tenancyFixture(allowSAR bool, objs ...client.Object) *Tenancy {
 	policy := &fleetv1alpha1.TenantPolicy{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}, Spec: fleetv1alpha1.TenantPolicySpec{
 		Subjects:          []rbacv1.Subject{{Kind: "Group", Name: "team-a"}},
 		RequiredMatchers:  []string{`team="a"`},
@@ -48,7 +48,7 @@ func tenancyFixture(t *testing.T, allowSAR bool, objs ...client.Object) *Tenancy
 func TestTenancyChecks(t *testing.T) {
 	tenantNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-a", Labels: map[string]string{"tenant": "a"}}}
 	g := NewWithT(t)
-	ten := tenancyFixture(t, true, tenantNS)
+	ten := tenancyFixture(true, tenantNS)
 	path := fleetv1alpha1.GroupVersion.WithResource("pipelines").Resource
 	alice := asUser("alice", "team-a")
 	specPath := field.NewPath("spec")
