@@ -69,19 +69,23 @@ type PlatformSpec struct {
 	// to; run the collector with the routing ConfigMap this Platform renders. Empty exports nothing (pharos then
 	// sees no span and replays nothing).
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Collector Endpoint"
 	CollectorEndpoint string `json:"collectorEndpoint,omitempty"`
 	// TraceBackend is the OTLP/gRPC endpoint (host:port) the collector sends every trace to, e.g. Tempo. Empty
 	// keeps only the pharos route.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Trace Backend"
 	TraceBackend string `json:"traceBackend,omitempty"`
 	// LeaseStaleAfter is the source handler's --lease-stale-after.
 	// +optional
 	// +kubebuilder:default="10m"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Lease Stale After"
 	LeaseStaleAfter *metav1.Duration `json:"leaseStaleAfter,omitempty"`
 	// CrashTimeout is pharos's --crash-timeout; it must stay above LeaseStaleAfter or the replay of a crashed
 	// event is refused while the dead processor's lease is still active.
 	// +optional
 	// +kubebuilder:default="12m"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Crash Timeout"
 	CrashTimeout *metav1.Duration `json:"crashTimeout,omitempty"`
 	// ReplayLimit is how often one event is replayed (pharos's --replay-limit and the source handler's
 	// --max-replay-attempts).
@@ -89,6 +93,7 @@ type PlatformSpec struct {
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=20
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Replay Limit"
 	ReplayLimit int32 `json:"replayLimit,omitempty"`
 }
 
