@@ -279,7 +279,11 @@ func TestClusterScaleOutRebalancesWithMinimalMoves(t *testing.T) {
 	g.Expect(moved).To(BeNumerically("<=", 60/3+3), "about 1/(N+1) of the targets move")
 	// Two-phase: the new pod's first plan already had the moved targets, and the old pods dropped them before.
 	applies := servers[2].Applies()
-	g.Expect(applies).To(HaveLen(2))
+	targetCounts := make([]int, len(applies))
+	for i, a := range applies {
+		targetCounts[i] = len(a.Targets)
+	}
+	g.Expect(applies).To(HaveLen(2), "targets per apply to the new pod: %v", targetCounts)
 	g.Expect(applies[0].Targets).To(BeEmpty(), "phase one: the new pod gets no target before the old pods let go")
 	g.Expect(applies[1].Targets).To(HaveLen(moved))
 
