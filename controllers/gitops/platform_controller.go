@@ -87,6 +87,9 @@ func (r *PlatformReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 
 // writeChildren writes every child; an unchanged child is not written.
 func (r *PlatformReconciler) writeChildren(ctx context.Context, p *gitopsv1alpha1.Platform) error {
+	if err := r.sourceTenantRBAC(ctx, p); err != nil {
+		return err
+	}
 	for _, stage := range platform.Stages {
 		sa := platform.ServiceAccount(p, stage)
 		if err := r.own(ctx, p, sa, &corev1.ServiceAccount{}, func(live client.Object) {
@@ -136,9 +139,6 @@ func (r *PlatformReconciler) writeChildren(ctx context.Context, p *gitopsv1alpha
 		if err := r.clusterRBAC(ctx, p, stage); err != nil {
 			return err
 		}
-	}
-	if err := r.sourceTenantRBAC(ctx, p); err != nil {
-		return err
 	}
 	role, rb := platform.PharosRole(p)
 	if err := r.own(ctx, p, role, &rbacv1.Role{}, func(live client.Object) {
