@@ -15,8 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	gitopsv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gitops/v1alpha1"
@@ -46,6 +49,8 @@ type PlatformReconciler struct {
 // +kubebuilder:rbac:groups="",resources=services;serviceaccounts;configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings,verbs=get;list;watch;create;update;patch;delete;escalate;bind
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete;escalate;bind
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 
 // Reconcile fetches the Platform, handles its deletion, writes every child and patches status once, only if changed.
 func (r *PlatformReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
@@ -82,6 +87,9 @@ func (r *PlatformReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 
 // writeChildren writes every child; an unchanged child is not written.
 func (r *PlatformReconciler) writeChildren(ctx context.Context, p *gitopsv1alpha1.Platform) error {
+	if err := r.sourceTenantRBAC(ctx, p); err != nil {
+		return err
+	}
 	for _, stage := range platform.Stages {
 		sa := platform.ServiceAccount(p, stage)
 		if err := r.own(ctx, p, sa, &corev1.ServiceAccount{}, func(live client.Object) {
@@ -166,30 +174,7 @@ func (r *PlatformReconciler) own(ctx context.Context, p *gitopsv1alpha1.Platform
 	return nil
 }
 
-// clusterRBAC writes a stage's ClusterRole and ClusterRoleBinding, labelled for the finalizer to find.
-func (r *PlatformReconciler) clusterRBAC(ctx context.Context, p *gitopsv1alpha1.Platform, stage string) error {
-	cr, crb := platform.ClusterRole(p, stage), platform.ClusterRoleBinding(p, stage)
-	if cr == nil {
-		return nil
-	}
-	liveCR := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: cr.Name}}
-	if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, liveCR, func() error {
-		liveCR.Labels, liveCR.Rules = cr.Labels, cr.Rules
-		return nil
-	}); err != nil {
-		return fmt.Errorf("writing ClusterRole %s: %w", cr.Name, err)
-	}
-	liveCRB := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: crb.Name}}
-	if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, liveCRB, func() error {
-		liveCRB.Labels, liveCRB.RoleRef, liveCRB.Subjects = crb.Labels, crb.RoleRef, crb.Subjects
-		return nil
-	}); err != nil {
-		return fmt.Errorf("writing ClusterRoleBinding %s: %w", crb.Name, err)
-	}
-	return nil
-}
-
-// finalize deletes the cluster-scoped RBAC; the namespaced children go with the Platform (owner references).
+// finalize deletes the cluster-scoped RBAC and the source stage's Roles in tenant namespaces; the namespaced children go with the Platform (owner references).
 func (r *PlatformReconciler) finalize(ctx context.Context, p *gitopsv1alpha1.Platform) error {
 	if !controllerutil.ContainsFinalizer(p, PlatformFinalizer) {
 		return nil
@@ -199,6 +184,9 @@ func (r *PlatformReconciler) finalize(ctx context.Context, p *gitopsv1alpha1.Pla
 		return err
 	}
 	if err := r.DeleteAllOf(ctx, &rbacv1.ClusterRole{}, sel); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err := r.pruneSourceTenantRBAC(ctx, p, nil); err != nil {
 		return err
 	}
 	patch := client.MergeFrom(p.DeepCopy())
@@ -256,7 +244,11 @@ func (r *PlatformReconciler) setStatus(p *gitopsv1alpha1.Platform, deployments m
 		meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason,
 			Message: msg, ObservedGeneration: p.Generation})
 	}
+	var conflict *platform.ConflictError
 	switch {
+	case errors.As(err, &conflict):
+		cond(gitopsv1alpha1.ConditionReady, metav1.ConditionFalse, gitopsv1alpha1.ReasonRBACConflict, err.Error())
+		cond(gitopsv1alpha1.ConditionReconciling, metav1.ConditionTrue, gitopsv1alpha1.ReasonRBACConflict, err.Error())
 	case err != nil:
 		cond(gitopsv1alpha1.ConditionReady, metav1.ConditionFalse, gitopsv1alpha1.ReasonWriteFailed, err.Error())
 		cond(gitopsv1alpha1.ConditionReconciling, metav1.ConditionTrue, gitopsv1alpha1.ReasonWriteFailed, err.Error())
@@ -283,6 +275,9 @@ func (r *PlatformReconciler) SetupWithManager(mgr ctrl.Manager, o kube.Controlle
 		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{}).
+		// A namespace labelled (or unlabelled) as a tenant gains (or loses) the source stage's Role.
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.allPlatforms),
+			builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WithOptions(o.Options()).
 		Named(PlatformControllerName).
 		Complete(r)

@@ -35,6 +35,9 @@ const (
 	ReasonInvalidSpec = "InvalidSpec"
 	// ReasonWriteFailed: a child could not be written.
 	ReasonWriteFailed = "WriteFailed"
+	// ReasonRBACConflict: an RBAC object the Platform would write already exists and is labelled for another
+	// Platform; it is left untouched (the message names it and its owner).
+	ReasonRBACConflict = "RBACConflict"
 )
 
 // TenantResource is a set of resources the tenant's pipeline identities may write.

@@ -76,12 +76,6 @@ func duration(d *metav1.Duration) time.Duration {
 // Name is the name of every namespaced child of one stage.
 func Name(stage string) string { return "katastroma-" + stage }
 
-// ClusterName names a cluster-scoped child of one stage: cluster objects cannot be owned by a namespaced
-// Platform, so their name carries the Platform's namespace and name (the controller deletes them on finalize).
-func ClusterName(p *gitopsv1alpha1.Platform, stage string) string {
-	return fmt.Sprintf("katastroma-%s-%s-%s", p.Namespace, p.Name, stage)
-}
-
 // PlatformLabel marks the cluster-scoped children of one Platform (value <namespace>.<name>) for cleanup.
 const PlatformLabel = "katastroma.org/platform"
 
@@ -287,50 +281,6 @@ func NetworkPolicy(p *gitopsv1alpha1.Platform, stage string) *networkingv1.Netwo
 		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 		Ingress:     rules,
 	}}
-}
-
-// ClusterRole of a stage that reads the cluster, or nil. Reads use the stage's own identity (tenants have no
-// read verbs); writes to tenant objects go through impersonation of exactly the tenant ServiceAccounts named
-// provisioner or pruner, in any namespace.
-func ClusterRole(p *gitopsv1alpha1.Platform, stage string) *rbacv1.ClusterRole {
-	read := rbacv1.PolicyRule{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}}
-	impersonate := func(sa string) rbacv1.PolicyRule {
-		return rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"serviceaccounts"},
-			Verbs: []string{"impersonate"}, ResourceNames: []string{sa}}
-	}
-	var rules []rbacv1.PolicyRule
-	switch stage {
-	case gitopsv1alpha1.StageSource:
-		// Leases and the registration API (which stores targets and credential Secrets, after a TokenReview).
-		rules = []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
-			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "update", "delete"}},
-			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}},
-			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
-		}
-	case gitopsv1alpha1.StageProvisioner:
-		rules = []rbacv1.PolicyRule{read, impersonate(gitopsv1alpha1.ProvisionerServiceAccount),
-			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "update", "patch"}}}
-	case gitopsv1alpha1.StagePruner:
-		rules = []rbacv1.PolicyRule{read, impersonate(gitopsv1alpha1.PrunerServiceAccount),
-			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"update", "patch", "delete"}}}
-	default:
-		return nil
-	}
-	labels := Labels(p, stage)
-	labels[PlatformLabel] = p.Namespace + "." + p.Name
-	return &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ClusterName(p, stage), Labels: labels}, Rules: rules}
-}
-
-// ClusterRoleBinding binds a stage's ClusterRole to its ServiceAccount.
-func ClusterRoleBinding(p *gitopsv1alpha1.Platform, stage string) *rbacv1.ClusterRoleBinding {
-	cr := ClusterRole(p, stage)
-	if cr == nil {
-		return nil
-	}
-	return &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: cr.Name, Labels: cr.Labels},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cr.Name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: Name(stage), Namespace: p.Namespace}}}
 }
 
 // PharosRole lets pharos keep its state ConfigMap in the Platform's namespace.

@@ -1,0 +1,65 @@
+package gitops_test
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gitopsv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gitops/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/platform"
+)
+
+func TestPlatformSourceRolesFollowTenantNamespacesAndConflictsAreRefused(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns, tenantNS := "katastroma-"+suffix(), "team-"+suffix()
+	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	tn := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNS, Labels: map[string]string{gitopsv1alpha1.LabelTenant: "team"}}}
+	g.Expect(env.Client.Create(ctx, tn)).To(Succeed())
+	p := &gitopsv1alpha1.Platform{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "main"},
+		Spec: gitopsv1alpha1.PlatformSpec{Image: "example.com/katastroma:v1", CollectorEndpoint: "otel.obs.svc:4317"}}
+	// A ClusterRole under the pruner's name, labelled for another Platform, is there first.
+	foreign := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: platform.ClusterName(p, "pruner"),
+		Labels: map[string]string{platform.PlatformLabel: "other.platform"}}}
+	g.Expect(env.Client.Create(ctx, foreign)).To(Succeed())
+	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
+
+	roleKey := types.NamespacedName{Namespace: tenantNS, Name: platform.ClusterName(p, "source")}
+	g.Eventually(func(g Gomega) {
+		get(g, roleKey, &rbacv1.Role{})
+		get(g, roleKey, &rbacv1.RoleBinding{})
+		got := &gitopsv1alpha1.Platform{}
+		get(g, client.ObjectKeyFromObject(p), got)
+		g.Expect(got.Status.Conditions).To(ContainElement(And(HaveField("Type", gitopsv1alpha1.ConditionReady),
+			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", gitopsv1alpha1.ReasonRBACConflict),
+			HaveField("Message", ContainSubstring("belongs to Platform other.platform")))))
+		cr := &rbacv1.ClusterRole{}
+		get(g, client.ObjectKeyFromObject(foreign), cr)
+		g.Expect(cr.Rules).To(BeEmpty(), "the foreign ClusterRole is not rewritten")
+	}).Should(Succeed())
+
+	// The namespace stops being a tenant's: the source stage's Role goes.
+	g.Eventually(func(g Gomega) {
+		get(g, client.ObjectKeyFromObject(tn), tn)
+		delete(tn.Labels, gitopsv1alpha1.LabelTenant)
+		g.Expect(env.Client.Update(ctx, tn)).To(Succeed())
+	}).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, roleKey, &rbacv1.Role{}))).To(BeTrue())
+		g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, roleKey, &rbacv1.RoleBinding{}))).To(BeTrue())
+	}).Should(Succeed())
+
+	// Cleanup leaves the foreign ClusterRole alone.
+	g.Expect(env.Client.Delete(ctx, p)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(p), &gitopsv1alpha1.Platform{}))).To(BeTrue())
+	}).Should(Succeed())
+	get(g, client.ObjectKeyFromObject(foreign), &rbacv1.ClusterRole{})
+}
