@@ -68,26 +68,26 @@ func (r *CollectorDiscoveryReconciler) Reconcile(ctx context.Context, req ctrl.R
 }
 
 // list asks Fleet for the selected collectors. Only matchers go to Fleet; with collectorIDs in the selector
-// (ORed with the matchers) every collector is listed and the whole selector is evaluated here.
-func (r *CollectorDiscoveryReconciler) list(ctx context.Context, d *fleetv1alpha1.CollectorDiscovery) ([]*collectorv1.Collector, int, error) {
+// (ORed with the matchers) every collector is listed and the whole selector is evaluated here, and that unfiltered
+// list is returned too (nil when Fleet filtered).
+func (r *CollectorDiscoveryReconciler) list(ctx context.Context, d *fleetv1alpha1.CollectorDiscovery) (selected, all []*collectorv1.Collector, err error) {
 	fc, err := r.Fleet.Client(ctx)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
 	sel := d.Spec.Selector
 	if len(sel.CollectorIDs) == 0 {
 		cols, err := fc.ListCollectors(ctx, sel.Matchers)
-		return cols, len(cols), err
+		return cols, nil, err
 	}
 	compiled, err := selector.Compile(sel)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
-	all, err := fc.ListCollectors(ctx, nil)
+	all, err = fc.ListCollectors(ctx, nil)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
-	var out []*collectorv1.Collector
 	for _, c := range all {
 		attrs := maps.Clone(c.GetLocalAttributes())
 		if attrs == nil {
@@ -96,19 +96,33 @@ func (r *CollectorDiscoveryReconciler) list(ctx context.Context, d *fleetv1alpha
 		maps.Copy(attrs, c.GetRemoteAttributes())
 		attrs[selector.CollectorIDKey] = c.GetId()
 		if compiled.Matches(c.GetId(), attrs) {
-			out = append(out, c)
+			selected = append(selected, c)
 		}
 	}
-	return out, len(all), nil
+	return selected, all, nil
+}
+
+// listAll is the unfiltered list (inactive collectors included) that tells "gone from Fleet" from "no longer
+// selected". It is only asked for when some CR left the selection, so a steady poll stays one matcher query.
+func (r *CollectorDiscoveryReconciler) listAll(ctx context.Context) ([]*collectorv1.Collector, error) {
+	fc, err := r.Fleet.Client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return fc.ListCollectors(ctx, nil)
 }
 
 // poll is the phases of one poll: list, plan, create, refresh, retire, report.
 func (r *CollectorDiscoveryReconciler) poll(ctx context.Context, d *fleetv1alpha1.CollectorDiscovery, now metav1.Time, interval time.Duration) (ctrl.Result, error) {
 	st := &d.Status.DiscoveryStatus
 	st.LastSyncTime, st.ObservedGeneration = &now, d.Generation
-	cols, listed, err := r.list(ctx, d)
+	cols, all, err := r.list(ctx, d)
 	if err != nil {
 		return r.pollFailed(d, st, "CollectorDiscovery", r.Fleet, err), nil
+	}
+	listed := len(cols)
+	if all != nil {
+		listed = len(all)
 	}
 	discoveryResultSize.WithLabelValues(d.Namespace, d.Name).Set(float64(listed))
 	var remotes []discovery.Remote
@@ -141,6 +155,24 @@ func (r *CollectorDiscoveryReconciler) poll(ctx context.Context, d *fleetv1alpha
 		}
 		return existingCollector(c), true
 	})
+	if len(plan.Gone) > 0 && all == nil {
+		if all, err = r.listAll(ctx); err != nil {
+			return r.pollFailed(d, st, "CollectorDiscovery", r.Fleet, err), nil
+		}
+	}
+	total, present := len(cols), map[string]bool{}
+	if all != nil {
+		total = len(all)
+		for _, c := range all {
+			present[c.GetId()] = true
+		}
+	}
+	retiring := discovery.Retire(plan.Gone, total, len(existing), func(id string) bool { return present[id] },
+		d.Spec.Policy.OnCollectorRemoved == fleetv1alpha1.RemovalDelete)
+	if retiring.EmptyResult {
+		r.pollEmptyResult(d, st, "CollectorDiscovery", len(existing))
+		return ctrl.Result{RequeueAfter: interval}, nil
+	}
 
 	created, managed := 0, len(existing)
 	for _, rem := range plan.Create {
@@ -172,7 +204,7 @@ func (r *CollectorDiscoveryReconciler) poll(ctx context.Context, d *fleetv1alpha
 			}
 		}
 	}
-	pruned, stale, err := r.retire(ctx, d, plan.Gone, crs)
+	pruned, stale, err := r.retire(ctx, d, retiring, crs)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -221,20 +253,17 @@ func newCollector(d *fleetv1alpha1.CollectorDiscovery, ns string, rem discovery.
 	}
 }
 
-// retire applies onCollectorRemoved to the CRs whose collector left the result.
-func (r *CollectorDiscoveryReconciler) retire(ctx context.Context, d *fleetv1alpha1.CollectorDiscovery, gone []discovery.Existing,
+// retire deletes the CRs whose collector is gone from Fleet (under Delete) and marks the others stale: deleting
+// the CR of a collector that still exists would strip the remote attributes it wrote from the live collector.
+func (r *CollectorDiscoveryReconciler) retire(ctx context.Context, d *fleetv1alpha1.CollectorDiscovery, retiring discovery.Retirement,
 	crs map[string]*fleetv1alpha1.Collector) (int, int, error) {
-	pruned, stale := 0, 0
-	for _, e := range gone {
-		c := crs[e.Name]
-		if d.Spec.Policy.OnCollectorRemoved == fleetv1alpha1.RemovalDelete {
-			if err := r.Delete(ctx, c); client.IgnoreNotFound(err) != nil {
-				return 0, 0, err
-			}
-			pruned++
-			continue
+	for _, e := range retiring.Delete {
+		if err := r.Delete(ctx, crs[e.Name]); client.IgnoreNotFound(err) != nil {
+			return 0, 0, err
 		}
-		stale++
+	}
+	for _, e := range retiring.Stale {
+		c := crs[e.Name]
 		if setAnnotation(c, fleetv1alpha1.AnnotationDiscoveryStale, "true") {
 			r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, "Stale", "Poll", "Collector %s/%s: Fleet collector %s is no longer selected", c.Namespace, c.Name, e.ID)
 			if err := r.Update(ctx, c); client.IgnoreNotFound(err) != nil {
@@ -242,7 +271,7 @@ func (r *CollectorDiscoveryReconciler) retire(ctx context.Context, d *fleetv1alp
 			}
 		}
 	}
-	return pruned, stale, nil
+	return len(retiring.Delete), len(retiring.Stale), nil
 }
 
 // SetupWithManager registers the controller: spec changes wake it, the poll interval requeues it.

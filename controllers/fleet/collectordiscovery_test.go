@@ -96,6 +96,28 @@ func TestCollectorDiscoveryCreatesCollectorsAndPrunes(t *testing.T) {
 		g.Expect(eventReasons(g, ns, "edge")).To(ContainElements("Discovered", "Pruned", "Conflict"))
 	}).Should(Succeed())
 
+	// Leaving the selection is not leaving Fleet: edge-2 loses the matched attribute and inactive collectors are
+	// unwanted again. Deleting their CRs would strip what they write from live collectors, so both stay, stale.
+	srv.PutCollector(&collectorv1.Collector{Id: ns + "-Edge_2"})
+	g.Eventually(func(g Gomega) {
+		cur := get(g)
+		cur.Spec.IncludeInactive = false
+		g.Expect(env.Client.Update(ctx, cur)).To(Succeed())
+	}).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := get(g)
+		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
+		g.Expect(got.Status.StaleCollectors).To(BeEquivalentTo(2))
+		g.Expect(got.Status.CollectorsManaged).To(BeEquivalentTo(2))
+		for _, key := range []client.ObjectKey{edge2, {Namespace: ns, Name: ns + "-edge-3"}} {
+			c := &fleetv1alpha1.Collector{}
+			g.Expect(env.Client.Get(ctx, key, c)).To(Succeed(), "%s left the selection but is still in Fleet", key.Name)
+			g.Expect(c.DeletionTimestamp.IsZero()).To(BeTrue())
+			g.Expect(c.Annotations).To(HaveKeyWithValue(fleetv1alpha1.AnnotationDiscoveryStale, "true"))
+		}
+		g.Expect(eventReasons(g, ns, "edge")).To(ContainElement("Stale"))
+	}).Should(Succeed())
+
 	// The pre-existing Collector was never touched.
 	c := &fleetv1alpha1.Collector{}
 	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns + "-edge-9"}, c)).To(Succeed())

@@ -102,12 +102,26 @@ func (p Poller) pollSucceeded(obj client.Object, st *fleetv1alpha1.DiscoveryStat
 	} else {
 		setDiscoveryCondition(obj, st, fleetv1alpha1.ConditionTruncatedConflicts, metav1.ConditionFalse, fleetv1alpha1.ReasonNotTruncated, "every conflict is listed")
 	}
+	setDiscoveryCondition(obj, st, fleetv1alpha1.ConditionStalled, metav1.ConditionFalse, fleetv1alpha1.ReasonNotStalled, "the last poll listed Fleet objects")
 	wasReady := meta.IsStatusConditionTrue(st.Conditions, fleetv1alpha1.ConditionReady)
 	setDiscoveryCondition(obj, st, fleetv1alpha1.ConditionReady, metav1.ConditionTrue, fleetv1alpha1.ReasonSynced, summary)
 	setDiscoveryCondition(obj, st, fleetv1alpha1.ConditionSynced, metav1.ConditionTrue, fleetv1alpha1.ReasonSynced, summary)
 	if !wasReady {
 		p.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, "Synced", "Poll", "%s", summary)
 	}
+}
+
+// pollEmptyResult records a poll whose Fleet list was empty while the discovery manages managed CRs: it is
+// taken for an outage or a wrong stack, not for every object being deleted, so the CRs are left as they are.
+func (p Poller) pollEmptyResult(obj client.Object, st *fleetv1alpha1.DiscoveryStatus, kind string, managed int) {
+	msg := fmt.Sprintf("Fleet listed no objects at all while this discovery manages %d CR(s); nothing is deleted or marked stale until a poll lists objects again", managed)
+	if !meta.IsStatusConditionTrue(st.Conditions, fleetv1alpha1.ConditionStalled) {
+		p.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, fleetv1alpha1.ReasonEmptyResult, "Poll", "%s", msg)
+	}
+	recordSync(kind, fleetv1alpha1.ReasonEmptyResult)
+	setDiscoveryCondition(obj, st, fleetv1alpha1.ConditionStalled, metav1.ConditionTrue, fleetv1alpha1.ReasonEmptyResult, msg)
+	setDiscoveryCondition(obj, st, fleetv1alpha1.ConditionReady, metav1.ConditionFalse, fleetv1alpha1.ReasonEmptyResult, msg)
+	setDiscoveryCondition(obj, st, fleetv1alpha1.ConditionSynced, metav1.ConditionFalse, fleetv1alpha1.ReasonEmptyResult, msg)
 }
 
 // conflictEvents emits one Conflict event per conflict that was not reported by the previous poll.

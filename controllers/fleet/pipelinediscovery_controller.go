@@ -111,6 +111,12 @@ func (r *PipelineDiscoveryReconciler) poll(ctx context.Context, d *fleetv1alpha1
 		}
 		return existingPipeline(p), true
 	})
+	retiring := discovery.Retire(plan.Gone, len(all), len(existing), func(id string) bool { return present[id] },
+		d.Spec.Policy.OnPipelineRemoved == fleetv1alpha1.RemovalDelete)
+	if retiring.EmptyResult {
+		r.pollEmptyResult(d, st, "PipelineDiscovery", len(existing))
+		return ctrl.Result{RequeueAfter: interval}, nil
+	}
 
 	created, managed := 0, len(existing)
 	for _, rem := range plan.Create {
@@ -140,7 +146,7 @@ func (r *PipelineDiscoveryReconciler) poll(ctx context.Context, d *fleetv1alpha1
 			return ctrl.Result{}, err
 		}
 	}
-	pruned, stale, err := r.retire(ctx, d, plan.Gone, crs, present)
+	pruned, stale, err := r.retire(ctx, d, retiring, crs)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -222,21 +228,17 @@ func (r *PipelineDiscoveryReconciler) refresh(ctx context.Context, d *fleetv1alp
 	return client.IgnoreNotFound(r.Update(ctx, p))
 }
 
-// retire handles the CRs whose pipeline left the result: Delete removes those whose pipeline is gone from
-// Fleet; everything else is marked stale. It returns how many were deleted and how many are stale.
-func (r *PipelineDiscoveryReconciler) retire(ctx context.Context, d *fleetv1alpha1.PipelineDiscovery, gone []discovery.Existing,
-	crs map[string]*fleetv1alpha1.Pipeline, present map[string]bool) (int, int, error) {
-	pruned, stale := 0, 0
-	for _, e := range gone {
-		p := crs[e.Name]
-		if d.Spec.Policy.OnPipelineRemoved == fleetv1alpha1.RemovalDelete && !present[e.ID] {
-			if err := r.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
-				return 0, 0, err
-			}
-			pruned++
-			continue
+// retire deletes the CRs whose pipeline is gone from Fleet (under Delete) and marks the others stale. It returns
+// how many were deleted and how many are stale.
+func (r *PipelineDiscoveryReconciler) retire(ctx context.Context, d *fleetv1alpha1.PipelineDiscovery, retiring discovery.Retirement,
+	crs map[string]*fleetv1alpha1.Pipeline) (int, int, error) {
+	for _, e := range retiring.Delete {
+		if err := r.Delete(ctx, crs[e.Name]); client.IgnoreNotFound(err) != nil {
+			return 0, 0, err
 		}
-		stale++
+	}
+	for _, e := range retiring.Stale {
+		p := crs[e.Name]
 		if setAnnotation(p, fleetv1alpha1.AnnotationPipelineDiscoveryStale, "true") {
 			r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, "Stale", "Poll", "Pipeline %s/%s: Fleet pipeline %s is no longer selected", p.Namespace, p.Name, e.ID)
 			if err := r.Update(ctx, p); client.IgnoreNotFound(err) != nil {
@@ -244,7 +246,7 @@ func (r *PipelineDiscoveryReconciler) retire(ctx context.Context, d *fleetv1alph
 			}
 		}
 	}
-	return pruned, stale, nil
+	return len(retiring.Delete), len(retiring.Stale), nil
 }
 
 // SetupWithManager registers the controller: spec changes wake it, the poll interval requeues it, its own status

@@ -138,10 +138,12 @@ func DefaultOptions() Options {
 		PolicyConcurrency:          4,
 		SyncConcurrency:            4,
 		DiscoveryConcurrency:       1,
-		SyncTargetRate:             1,
-		SyncTargetBurst:            5,
-		RegistryBindAddress:        ":9090",
-		RegistryTokenAudience:      "agentrax-registry",
+		// On by default: without it anyone allowed to create a discovery could fill any namespace with CRs.
+		EnforceCrossNamespaceDiscoveryAuthz: true,
+		SyncTargetRate:                      1,
+		SyncTargetBurst:                     5,
+		RegistryBindAddress:                 ":9090",
+		RegistryTokenAudience:               "agentrax-registry",
 	}
 }
 
@@ -211,7 +213,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 			"and both discoveries.")
 	fs.BoolVar(&o.EnforceCrossNamespaceDiscoveryAuthz, "enforce-cross-namespace-discovery-authz", o.EnforceCrossNamespaceDiscoveryAuthz,
 		"Admit a discovery whose spec.targetNamespace is another namespace only when a SubjectAccessReview says the "+
-			"requester may create the discovered kind there.")
+			"requester may create the discovered kind there (on by default; =false admits any target namespace).")
 	fs.Float64Var(&o.SyncTargetRate, "controller-sync-target-rate", o.SyncTargetRate,
 		"Requests per second to any one ExternalAttributeSync HTTP host (a token bucket per host).")
 	fs.IntVar(&o.SyncTargetBurst, "controller-sync-target-burst", o.SyncTargetBurst,

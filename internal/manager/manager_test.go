@@ -49,6 +49,17 @@ func TestDefaultsAreProductionSafe(t *testing.T) {
 	g.Expect(o.PrometheusFailsafeTimeout).To(Equal(60*time.Second), "the fail-safe timeout of the design")
 	g.Expect(o.APIBindAddress).To(BeEmpty(), "the refresh API is off unless asked for")
 	g.Expect(o.PprofBindAddress).To(BeEmpty(), "pprof is unauthenticated and off unless asked for")
+	g.Expect(o.EnforceCrossNamespaceDiscoveryAuthz).To(BeTrue(), "a discovery may write into another namespace only when its author may")
+}
+
+func TestCrossNamespaceDiscoveryAuthzCanBeTurnedOff(t *testing.T) {
+	g := NewWithT(t)
+	o := DefaultOptions()
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	o.BindFlags(fs)
+	g.Expect(fs.Lookup("enforce-cross-namespace-discovery-authz").DefValue).To(Equal("true"))
+	g.Expect(fs.Parse([]string{"--enforce-cross-namespace-discovery-authz=false"})).To(Succeed())
+	g.Expect(o.EnforceCrossNamespaceDiscoveryAuthz).To(BeFalse())
 }
 
 func TestNewRejectsUnknownSelections(t *testing.T) {

@@ -14,7 +14,8 @@ const ConflictSkip ConflictPolicy = "Skip"
 // CollectorDiscoveryPolicy says what happens to discovered Collectors over time.
 type CollectorDiscoveryPolicy struct {
 	// OnCollectorRemoved is Keep (mark the CR stale) or Delete (delete the CR) when the collector leaves the
-	// discovery's result.
+	// discovery's result. Delete only deletes the CR of a collector gone from Fleet; one that merely left the
+	// selection is marked stale.
 	// +optional
 	// +kubebuilder:default=Keep
 	OnCollectorRemoved RemovalPolicy `json:"onCollectorRemoved,omitempty"`

@@ -19,6 +19,9 @@ const (
 
 	ReasonDiscovered         = "Discovered"
 	ReasonConflictsTruncated = "ConflictsTruncated"
+	// ReasonEmptyResult (Stalled, Ready False): Fleet listed no objects at all while the discovery manages CRs;
+	// nothing is created, deleted or marked until a poll lists something again.
+	ReasonEmptyResult = "EmptyResult"
 
 	// AnnotationDiscoveredBy names the CollectorDiscovery (ns/name) that created a Collector CR.
 	AnnotationDiscoveredBy = "fleetmanagement.grafana.com/discovered-by"
