@@ -275,7 +275,9 @@ func (r *AgentDeploymentReconciler) analyze(ctx context.Context, ad *agentraxv1a
 			Err: "no Prometheus is configured (--prometheus-url): the canary cannot be judged"}
 	}
 	var m rollout.Metrics
-	if s := ad.Spec.Rollout.Metrics; s != nil {
+	// spec.rollout is defaulted by the webhook; a nil one (webhook bypassed) queries the default metric names.
+	if ad.Spec.Rollout != nil && ad.Spec.Rollout.Metrics != nil {
+		s := ad.Spec.Rollout.Metrics
 		m = rollout.Metrics{Requests: s.Requests, DurationBucket: s.DurationBucket, CodeLabel: s.CodeLabel,
 			VariantLabel: s.VariantLabel, AppLabel: s.AppLabel, NamespaceLabel: s.NamespaceLabel}
 	}
