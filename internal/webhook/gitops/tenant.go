@@ -31,15 +31,18 @@ type TenantValidator struct {
 	// Reader reads namespaces and Tenants uncached: a claim decided on a stale cache could hand one namespace
 	// to two tenants.
 	Reader client.Reader
+	// Reserved are namespaces no Tenant may claim besides the system ones (the operator's own namespace).
+	Reserved []string
 }
 
 var _ admission.Validator[*gitopsv1alpha1.Tenant] = TenantValidator{}
 
 // SetupTenantWebhook registers the Tenant validating webhook and the namespace label guard.
-func SetupTenantWebhook(mgr ctrl.Manager) error {
+// reserved are namespaces no Tenant may claim besides the system ones (the operator's own namespace).
+func SetupTenantWebhook(mgr ctrl.Manager, reserved ...string) error {
 	mgr.GetWebhookServer().Register(NamespacePath, &webhook.Admission{Handler: NamespaceGuard{}})
 	return ctrl.NewWebhookManagedBy(mgr, &gitopsv1alpha1.Tenant{}).
-		WithValidator(TenantValidator{Reader: mgr.GetAPIReader()}).Complete()
+		WithValidator(TenantValidator{Reader: mgr.GetAPIReader(), Reserved: reserved}).Complete()
 }
 
 // ValidateCreate implements admission.Validator.
@@ -61,7 +64,7 @@ func (TenantValidator) ValidateDelete(context.Context, *gitopsv1alpha1.Tenant) (
 }
 
 func (v TenantValidator) validate(ctx context.Context, t *gitopsv1alpha1.Tenant) error {
-	errs := tenancy.Validate(t)
+	errs := tenancy.Validate(t, v.Reserved...)
 	if len(errs) == 0 {
 		owners, err := v.owners(ctx, t)
 		if err != nil {
