@@ -307,6 +307,8 @@ func ClusterRole(p *gitopsv1alpha1.Platform, stage string) *rbacv1.ClusterRole {
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "update", "delete"}},
 			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}},
 			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+			// The registration API authorises against the Tenant's spec.namespaces, not the label alone.
+			{APIGroups: []string{gitopsv1alpha1.GroupVersion.Group}, Resources: []string{"tenants"}, Verbs: []string{"get"}},
 		}
 	case gitopsv1alpha1.StageProvisioner:
 		rules = []rbacv1.PolicyRule{read, impersonate(gitopsv1alpha1.ProvisionerServiceAccount),
