@@ -241,4 +241,23 @@ func TestTenantAdmission(t *testing.T) {
 	other := ns.DeepCopy()
 	other.Labels["team"] = "blue"
 	g.Expect(env.Client.Update(ctx, other)).To(Succeed())
+
+	// With the guard in place the controller can still release an adopted namespace it no longer lists.
+	pre := "pre-" + suffix()
+	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pre}})).To(Succeed())
+	c := "team-" + suffix()
+	g.Expect(env.Client.Create(ctx, newTenant(c, c, pre))).To(Succeed())
+	g.Eventually(func(g Gomega) { readyTenant(g, c) }).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		tc := &gitopsv1alpha1.Tenant{}
+		get(g, types.NamespacedName{Name: c}, tc)
+		tc.Spec.Namespaces = []string{c}
+		g.Expect(env.Client.Update(ctx, tc)).To(Succeed())
+	}).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		released := &corev1.Namespace{}
+		get(g, types.NamespacedName{Name: pre}, released)
+		g.Expect(released.Labels).NotTo(HaveKey(gitopsv1alpha1.LabelTenant))
+		g.Expect(released.DeletionTimestamp).To(BeNil())
+	}).Should(Succeed())
 }
