@@ -61,6 +61,8 @@ func run(args []string) error {
 	logLevel := fs.String("log-level", "info", "Log verbosity: debug, info, error, or a number.")
 	otlp := fs.String("otlp-endpoint", "", "OTLP/gRPC endpoint for traces; empty uses OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT.")
 	staleAfter := fs.Duration("lease-stale-after", 10*time.Minute, "How long an unreleased lease stays active.")
+	audience := fs.String("registration-audience", source.DefaultRegistrationAudience,
+		"Audience the ServiceAccount tokens of the registration API must be issued for (TokenRequest audiences).")
 	maxReplays := fs.Int("max-replay-attempts", 3, "How often one event may be replayed.")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -78,7 +80,8 @@ func run(args []string) error {
 	defer func() { _ = shutdownTracing(context.Background()) }()
 
 	o := runner.Options{GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr, Next: *next, OrdererAddr: *ordererAddr,
-		Scheme: operator.NewScheme(), Lease: source.LeaseConfig{StaleAfter: *staleAfter, MaxReplays: *maxReplays}}
+		Scheme: operator.NewScheme(), Lease: source.LeaseConfig{StaleAfter: *staleAfter, MaxReplays: *maxReplays},
+		RegistrationAudience: *audience}
 	if mode == "all-in-one" || mode == runner.Source || mode == runner.Provisioner || mode == runner.Pruner {
 		if o.Config, err = ctrl.GetConfig(); err != nil {
 			return fmt.Errorf("loading the kubeconfig: %w", err)

@@ -30,6 +30,11 @@ const TenantControllerName = "gitops-tenant"
 // leave that to the garbage collector, which cannot tell a namespace removed from the spec from one still wanted.
 const TenantFinalizer = "katastroma.org/tenant-offboarding"
 
+// AnnotationCreatedBy marks a namespace the Tenant created (value: the Tenant's name). Only such namespaces are
+// deleted on prune and offboarding; a namespace that existed before is adopted with the label alone and released
+// (label and the Tenant's identities removed) instead, so the Tenant never deletes what it did not create.
+const AnnotationCreatedBy = "katastroma.org/created-by"
+
 // TenantReconciler creates and owns a Tenant's namespaces and, in each, the provisioner and pruner
 // ServiceAccounts, their Roles and RoleBindings and the webhook Secret.
 type TenantReconciler struct {
@@ -97,6 +102,7 @@ func (r *TenantReconciler) namespaces(ctx context.Context, t *gitopsv1alpha1.Ten
 		switch {
 		case apierrors.IsNotFound(err):
 			ns.Labels = map[string]string{gitopsv1alpha1.LabelTenant: t.Name}
+			ns.Annotations = map[string]string{AnnotationCreatedBy: t.Name}
 			if err := controllerutil.SetControllerReference(t, ns, r.Scheme()); err != nil {
 				return ready, err
 			}
@@ -124,15 +130,17 @@ func (r *TenantReconciler) namespaces(ctx context.Context, t *gitopsv1alpha1.Ten
 	return ready, nil
 }
 
-// adopt labels an existing unlabelled namespace for the tenant and makes the Tenant its controller.
+// adopt labels an existing unlabelled namespace for the tenant. It sets no owner reference: the namespace
+// existed before the Tenant, so neither offboarding nor the garbage collector may delete it. A reference left by
+// an earlier version on a namespace the Tenant did not create is removed.
 func (r *TenantReconciler) adopt(ctx context.Context, t *gitopsv1alpha1.Tenant, ns *corev1.Namespace) error {
 	before := ns.DeepCopy()
 	if ns.Labels == nil {
 		ns.Labels = map[string]string{}
 	}
 	ns.Labels[gitopsv1alpha1.LabelTenant] = t.Name
-	if err := controllerutil.SetControllerReference(t, ns, r.Scheme()); err != nil {
-		return fmt.Errorf("namespace %s: %w", ns.Name, err)
+	if !createdBy(ns, t) {
+		ns.OwnerReferences = slices.DeleteFunc(ns.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == t.UID })
 	}
 	if equalMeta(before, ns) {
 		return nil
@@ -140,60 +148,92 @@ func (r *TenantReconciler) adopt(ctx context.Context, t *gitopsv1alpha1.Tenant, 
 	return r.Patch(ctx, ns, client.MergeFrom(before))
 }
 
+// createdBy reports whether t created ns (and may therefore delete it).
+func createdBy(ns *corev1.Namespace, t *gitopsv1alpha1.Tenant) bool {
+	return ns.Annotations[AnnotationCreatedBy] == t.Name
+}
+
 func equalMeta(a, b *corev1.Namespace) bool {
 	return fmt.Sprint(a.Labels) == fmt.Sprint(b.Labels) && fmt.Sprint(a.OwnerReferences) == fmt.Sprint(b.OwnerReferences)
 }
 
-// pruneNamespaces deletes namespaces this Tenant controls that left its spec.
+// release gives an adopted namespace back: the identities the Tenant wrote there are deleted and the tenant
+// label removed; the namespace and everything else in it stay.
+func (r *TenantReconciler) release(ctx context.Context, ns *corev1.Namespace) error {
+	for _, sa := range []string{gitopsv1alpha1.ProvisionerServiceAccount, gitopsv1alpha1.PrunerServiceAccount} {
+		for _, obj := range []client.Object{
+			&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "katastroma-" + sa}},
+			&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "katastroma-" + sa}},
+			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: sa}},
+		} {
+			if err := r.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("namespace %s: deleting %T %s: %w", ns.Name, obj, obj.GetName(), err)
+			}
+		}
+	}
+	before := ns.DeepCopy()
+	delete(ns.Labels, gitopsv1alpha1.LabelTenant)
+	return client.IgnoreNotFound(r.Patch(ctx, ns, client.MergeFrom(before)))
+}
+
+// leave deletes a namespace the Tenant created and releases one it adopted.
+func (r *TenantReconciler) leave(ctx context.Context, t *gitopsv1alpha1.Tenant, ns *corev1.Namespace) error {
+	if !createdBy(ns, t) {
+		if err := r.release(ctx, ns); err != nil {
+			return err
+		}
+		r.Recorder.Eventf(t, ns, corev1.EventTypeNormal, "NamespaceReleased", "Offboard", "released adopted namespace %s", ns.Name)
+		return nil
+	}
+	if ns.DeletionTimestamp != nil {
+		return nil
+	}
+	if err := r.Delete(ctx, ns); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting namespace %s: %w", ns.Name, err)
+	}
+	r.Recorder.Eventf(t, ns, corev1.EventTypeNormal, "NamespaceDeleted", "Offboard", "deleted namespace %s", ns.Name)
+	return nil
+}
+
+// pruneNamespaces deletes the namespaces this Tenant created that left its spec and releases adopted ones.
 func (r *TenantReconciler) pruneNamespaces(ctx context.Context, t *gitopsv1alpha1.Tenant) error {
-	owned, err := r.owned(ctx, t)
+	labelled, err := r.labelled(ctx, t)
 	if err != nil {
 		return err
 	}
-	for i := range owned {
-		ns := &owned[i]
-		if slices.Contains(t.Spec.Namespaces, ns.Name) || ns.DeletionTimestamp != nil {
+	for i := range labelled {
+		if slices.Contains(t.Spec.Namespaces, labelled[i].Name) {
 			continue
 		}
-		if err := r.Delete(ctx, ns); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting namespace %s: %w", ns.Name, err)
+		if err := r.leave(ctx, t, &labelled[i]); err != nil {
+			return err
 		}
-		r.Recorder.Eventf(t, ns, corev1.EventTypeNormal, "NamespaceDeleted", "Offboard", "deleted namespace %s, no longer in spec.namespaces", ns.Name)
 	}
 	return nil
 }
 
-// owned lists the namespaces labelled for t that t controls.
-func (r *TenantReconciler) owned(ctx context.Context, t *gitopsv1alpha1.Tenant) ([]corev1.Namespace, error) {
+// labelled lists the namespaces labelled for t.
+func (r *TenantReconciler) labelled(ctx context.Context, t *gitopsv1alpha1.Tenant) ([]corev1.Namespace, error) {
 	l := &corev1.NamespaceList{}
 	if err := r.List(ctx, l, client.MatchingLabels{gitopsv1alpha1.LabelTenant: t.Name}); err != nil {
 		return nil, err
 	}
-	var out []corev1.Namespace
-	for _, ns := range l.Items {
-		if ref := metav1.GetControllerOf(&ns); ref != nil && ref.UID == t.UID {
-			out = append(out, ns)
-		}
-	}
-	return out, nil
+	return l.Items, nil
 }
 
-// offboard deletes every namespace the Tenant controls (and with them everything the pipeline deployed), then
-// releases the Tenant.
+// offboard deletes every namespace the Tenant created (and with them everything the pipeline deployed), releases
+// the ones it adopted, then releases the Tenant.
 func (r *TenantReconciler) offboard(ctx context.Context, t *gitopsv1alpha1.Tenant) error {
 	if !controllerutil.ContainsFinalizer(t, TenantFinalizer) {
 		return nil
 	}
-	owned, err := r.owned(ctx, t)
+	labelled, err := r.labelled(ctx, t)
 	if err != nil {
 		return err
 	}
-	for i := range owned {
-		if owned[i].DeletionTimestamp != nil {
-			continue
-		}
-		if err := r.Delete(ctx, &owned[i]); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting namespace %s: %w", owned[i].Name, err)
+	for i := range labelled {
+		if err := r.leave(ctx, t, &labelled[i]); err != nil {
+			return err
 		}
 	}
 	patch := client.MergeFrom(t.DeepCopy())

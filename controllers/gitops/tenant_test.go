@@ -88,7 +88,12 @@ func TestTenantOnboardingRepairAndOffboarding(t *testing.T) {
 			ns := &corev1.Namespace{}
 			get(g, types.NamespacedName{Name: nsName}, ns)
 			g.Expect(ns.Labels).To(HaveKeyWithValue(gitopsv1alpha1.LabelTenant, name))
-			g.Expect(metav1.GetControllerOf(ns)).To(HaveField("UID", got.UID))
+			if nsName == adopted { // it existed before the Tenant: never owned, so never deleted by it
+				g.Expect(ns.OwnerReferences).To(BeEmpty())
+			} else {
+				g.Expect(metav1.GetControllerOf(ns)).To(HaveField("UID", got.UID))
+				g.Expect(ns.Annotations).To(HaveKeyWithValue(gitops.AnnotationCreatedBy, name))
+			}
 			for sa, verbs := range map[string][]string{"provisioner": {"create", "patch", "update"}, "pruner": {"delete"}} {
 				get(g, types.NamespacedName{Namespace: nsName, Name: sa}, &corev1.ServiceAccount{})
 				role := &rbacv1.Role{}
@@ -145,13 +150,46 @@ func TestTenantOnboardingRepairAndOffboarding(t *testing.T) {
 	get(g, types.NamespacedName{Namespace: adopted, Name: gitopsv1alpha1.WebhookSecretName}, s)
 	g.Expect(s.Data[gitopsv1alpha1.WebhookSecretKey]).To(Equal(secret))
 
-	// Offboarding: deleting the Tenant deletes its namespaces, then the Tenant goes.
+	// Offboarding: deleting the Tenant releases the namespace it adopted (it existed before the Tenant) without
+	// deleting it or what it holds, then the Tenant goes.
+	existing := &corev1.Namespace{}
+	get(g, types.NamespacedName{Name: adopted}, existing)
+	g.Expect(existing.OwnerReferences).To(BeEmpty(), "an adopted namespace gets no owner reference")
+	g.Expect(existing.Annotations).NotTo(HaveKey(gitops.AnnotationCreatedBy))
 	g.Expect(env.Client.Delete(ctx, got)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		err := env.Client.Get(ctx, types.NamespacedName{Name: name}, &gitopsv1alpha1.Tenant{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+	}).Should(Succeed())
+	ns := &corev1.Namespace{}
+	get(g, types.NamespacedName{Name: adopted}, ns)
+	g.Expect(ns.DeletionTimestamp).To(BeNil())
+	g.Expect(ns.Labels).NotTo(HaveKey(gitopsv1alpha1.LabelTenant))
+	get(g, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{})
+	err = env.Client.Get(ctx, types.NamespacedName{Namespace: adopted, Name: gitopsv1alpha1.ProvisionerServiceAccount}, &corev1.ServiceAccount{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the Tenant's identities leave with it")
+	err = env.Client.Get(ctx, types.NamespacedName{Namespace: adopted, Name: "katastroma-pruner"}, &rbacv1.RoleBinding{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+}
+
+// TestTenantOffboardingDeletesCreatedNamespaces: a namespace the Tenant created is marked and deleted on offboarding.
+func TestTenantOffboardingDeletesCreatedNamespaces(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	name := "tenant-created"
+	g.Expect(env.Client.Create(ctx, newTenant(name, name+"-dev"))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		readyTenant(g, name)
 		ns := &corev1.Namespace{}
-		err = env.Client.Get(ctx, types.NamespacedName{Name: adopted}, ns)
+		get(g, types.NamespacedName{Name: name + "-dev"}, ns)
+		g.Expect(ns.Annotations).To(HaveKeyWithValue(gitops.AnnotationCreatedBy, name))
+	}).Should(Succeed())
+	g.Expect(env.Client.Delete(ctx, &gitopsv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name}})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		err := env.Client.Get(ctx, types.NamespacedName{Name: name}, &gitopsv1alpha1.Tenant{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+		ns := &corev1.Namespace{}
+		err = env.Client.Get(ctx, types.NamespacedName{Name: name + "-dev"}, ns)
 		g.Expect(apierrors.IsNotFound(err) || ns.DeletionTimestamp != nil).To(BeTrue())
 	}).Should(Succeed())
 }
@@ -203,4 +241,23 @@ func TestTenantAdmission(t *testing.T) {
 	other := ns.DeepCopy()
 	other.Labels["team"] = "blue"
 	g.Expect(env.Client.Update(ctx, other)).To(Succeed())
+
+	// With the guard in place the controller can still release an adopted namespace it no longer lists.
+	pre := "pre-" + suffix()
+	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pre}})).To(Succeed())
+	c := "team-" + suffix()
+	g.Expect(env.Client.Create(ctx, newTenant(c, c, pre))).To(Succeed())
+	g.Eventually(func(g Gomega) { readyTenant(g, c) }).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		tc := &gitopsv1alpha1.Tenant{}
+		get(g, types.NamespacedName{Name: c}, tc)
+		tc.Spec.Namespaces = []string{c}
+		g.Expect(env.Client.Update(ctx, tc)).To(Succeed())
+	}).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		released := &corev1.Namespace{}
+		get(g, types.NamespacedName{Name: pre}, released)
+		g.Expect(released.Labels).NotTo(HaveKey(gitopsv1alpha1.LabelTenant))
+		g.Expect(released.DeletionTimestamp).To(BeNil())
+	}).Should(Succeed())
 }

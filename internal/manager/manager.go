@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -384,8 +385,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		},
 		APIBindAddress:  o.APIBindAddress,
 		WatchNamespaces: o.WatchNamespaces,
-		Clock:           o.Clock,
-		GPUResourceName: o.GPUResourceName,
+		// A Tenant owning the operator's namespace could deploy into it with the pipeline's identities.
+		ReservedNamespaces: slices.DeleteFunc([]string{podNamespace(o.LeaderElectionNamespace)}, func(s string) bool { return s == "" }),
+		Clock:              o.Clock,
+		GPUResourceName:    o.GPUResourceName,
 		Canary: operator.CanarySettings{PrometheusURL: o.PrometheusURL, FailsafeTimeout: o.PrometheusFailsafeTimeout,
 			AnalysisInterval: o.CanaryAnalysisInterval},
 		Fleet: operator.FleetSettings{

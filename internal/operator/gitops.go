@@ -39,6 +39,8 @@ func gitopsControllers() []Controller {
 // gitopsWebhooks are the admission webhooks of the katastroma.org group.
 func gitopsWebhooks() []Webhook {
 	return []Webhook{
-		{Kind: "gitops/Tenant", Setup: gitopswebhooks.SetupTenantWebhook},
+		{Kind: "gitops/Tenant", SetupWithDeps: func(mgr ctrl.Manager, d Dependencies) error {
+			return gitopswebhooks.SetupTenantWebhook(mgr, d.ReservedNamespaces...)
+		}},
 	}
 }

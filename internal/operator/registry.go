@@ -63,6 +63,8 @@ type Dependencies struct {
 	Fleet FleetSettings
 	// Registry configures the agentrax MCP discovery registry.
 	Registry RegistrySettings
+	// ReservedNamespaces no gitops Tenant may claim besides the system ones: the operator's own namespace.
+	ReservedNamespaces []string
 }
 
 func (d Dependencies) options(name string) kube.ControllerOptions {

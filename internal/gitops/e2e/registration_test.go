@@ -5,26 +5,32 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	"go.opentelemetry.io/otel/codes"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	gitopsv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gitops/v1alpha1"
 	katastromav1 "github.com/quartet-dev/quartet-operator/internal/gitops/gen/katastroma/v1"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/pipeline"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/source"
 )
 
-// saToken returns a token of a new ServiceAccount in ns, issued by the API server.
-func saToken(ctx context.Context, ns, name string) string {
+// saToken returns a token of a new ServiceAccount in ns, issued by the API server for the given audiences (none:
+// the API server's own).
+func saToken(ctx context.Context, ns, name string, audiences ...string) string {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	Expect(env.Client.Create(ctx, sa)).To(Succeed())
-	tr := &authenticationv1.TokenRequest{}
+	if err := env.Client.Create(ctx, sa); !apierrors.IsAlreadyExists(err) {
+		Expect(err).NotTo(HaveOccurred())
+	}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: audiences}}
 	Expect(env.Client.SubResource("token").Create(ctx, sa, tr)).To(Succeed())
 	return tr.Status.Token
 }
@@ -53,8 +59,15 @@ func TestRegistrationAPI(t *testing.T) {
 	ctx := context.Background()
 	ns := newTenant(ctx)
 	other := newTenant(ctx)
-	token := saToken(ctx, ns, "registrar")
-	foreign := saToken(ctx, other, "registrar")
+	holdTenant(ctx, ns)
+	holdTenant(ctx, other)
+	token := saToken(ctx, ns, "registrar", source.DefaultRegistrationAudience)
+	foreign := saToken(ctx, other, "registrar", source.DefaultRegistrationAudience)
+	// A namespace labelled for ns's tenant by someone who may create namespaces, but not in the Tenant's spec.
+	smuggled := "smuggled-" + ns
+	Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: smuggled,
+		Labels: map[string]string{pipeline.LabelTenant: "team-" + ns[7:]}}})).To(Succeed())
+	intruder := saToken(ctx, smuggled, "registrar", source.DefaultRegistrationAudience)
 	r := gitd.newRepo(t)
 	sha, _ := r.commit(map[string]*string{"deploy/a.yaml": configMapYAML("a", "", "registered")})
 	base := "/api/v1/namespaces/" + ns + "/sourcetargets"
@@ -65,6 +78,10 @@ func TestRegistrationAPI(t *testing.T) {
 	Expect(code).To(Equal(http.StatusUnauthorized), "no token")
 	code, _ = call(http.MethodPut, base+"/web", "not-a-token", reg)
 	Expect(code).To(Equal(http.StatusUnauthorized), "a token the API server does not know")
+	code, _ = call(http.MethodGet, base, saToken(ctx, ns, "registrar"), nil)
+	Expect(code).To(Equal(http.StatusUnauthorized), "a token for the API server's audience, not the registration API's")
+	code, _ = call(http.MethodGet, base, intruder, nil)
+	Expect(code).To(Equal(http.StatusForbidden), "the label alone does not make a namespace the tenant's")
 	code, body := call(http.MethodPut, base+"/web", foreign, reg)
 	Expect(code).To(Equal(http.StatusForbidden), "another tenant's ServiceAccount: %v", body)
 	code, _ = call(http.MethodGet, "/api/v1/namespaces/"+other+"/sourcetargets", token, nil)
@@ -130,4 +147,25 @@ func TestRegistrationAPI(t *testing.T) {
 	err = env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web-credentials"}, &corev1.Secret{})
 	Expect(apierrors.IsNotFound(err)).To(BeTrue())
 	mustCM(ctx, ns, "a") // what the target deployed stays
+}
+
+// holdTenant creates the Tenant newTenant's label names, listing ns: the registration API authorises against it.
+// The e2e environment runs no manager, so the Tenant admission webhook is taken out of the way first.
+func holdTenant(ctx context.Context, ns string) {
+	cfgs := &admissionregistrationv1.ValidatingWebhookConfigurationList{}
+	Expect(env.Client.List(ctx, cfgs)).To(Succeed())
+	for i := range cfgs.Items {
+		cfg := &cfgs.Items[i]
+		kept := slices.DeleteFunc(slices.Clone(cfg.Webhooks), func(w admissionregistrationv1.ValidatingWebhook) bool {
+			return w.Name == "vtenant-v1alpha1.katastroma.org"
+		})
+		if len(kept) != len(cfg.Webhooks) {
+			cfg.Webhooks = kept
+			Expect(env.Client.Update(ctx, cfg)).To(Succeed())
+		}
+	}
+	Eventually(func() error {
+		return env.Client.Create(ctx, &gitopsv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "team-" + ns[7:]},
+			Spec: gitopsv1alpha1.TenantSpec{Namespaces: []string{ns}}})
+	}).Should(Succeed())
 }

@@ -93,6 +93,8 @@ func ClusterRole(p *gitopsv1alpha1.Platform, stage string) *rbacv1.ClusterRole {
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}},
 			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+			// The registration API authorises against the Tenant's spec.namespaces, not the label alone.
+			{APIGroups: []string{gitopsv1alpha1.GroupVersion.Group}, Resources: []string{"tenants"}, Verbs: []string{"get"}},
 		}
 	case gitopsv1alpha1.StageProvisioner:
 		rules = append(readRules(), impersonate(gitopsv1alpha1.ProvisionerServiceAccount),

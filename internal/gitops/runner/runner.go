@@ -56,6 +56,8 @@ type Options struct {
 	Scheme *runtime.Scheme
 	// Lease tunes leases and replays (source).
 	Lease source.LeaseConfig
+	// RegistrationAudience is the token audience of the source handler's registration API (empty: the default).
+	RegistrationAudience string
 	// BeforeStream is the source handler's test seam (see source.Handler).
 	BeforeStream func(source.Target, string)
 	// Listener, when set, is used instead of listening on GRPCAddr.
@@ -153,7 +155,7 @@ func Start(ctx context.Context, name string, o Options) (*Running, error) {
 			return nil, errors.New("stage source needs the renderer address")
 		}
 		handler = &source.Handler{Client: c, Renderer: katastromav1.NewRendererServiceClient(next), Lease: o.Lease,
-			BeforeStream: o.BeforeStream}
+			Audience: o.RegistrationAudience, BeforeStream: o.BeforeStream}
 		handler.Start(ctx)
 		srv := &source.Server{Handler: handler}
 		register = func(g *grpc.Server) { katastromav1.RegisterSourceHandlerServiceServer(g, srv) }

@@ -45,6 +45,9 @@ type Handler struct {
 	Client   client.Client
 	Renderer katastromav1.RendererServiceClient
 	Lease    LeaseConfig
+	// Audience is the audience registration API tokens must be issued for (--registration-audience); empty
+	// means DefaultRegistrationAudience.
+	Audience string
 	// BeforeStream, when set, runs after the clone and before the lease check that precedes streaming (a test
 	// seam to hold a processor while a newer event takes the lease).
 	BeforeStream func(t Target, leaseID string)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	gitopsv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gitops/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/pipeline"
 )
 
@@ -71,8 +73,18 @@ func (h *Handler) authorized(next http.HandlerFunc) http.HandlerFunc {
 			reply(w, http.StatusInternalServerError, map[string]any{"error": "reading namespace " + callerNS})
 			return
 		}
-		// Both must be tenant namespaces of the same tenant: an unlabelled namespace belongs to no tenant.
-		if target == "" || caller == "" || target != caller {
+		// Both must be tenant namespaces of the same tenant: an unlabelled namespace belongs to no tenant. The
+		// label alone is not proof (anyone allowed to create a namespace can create it labelled): the Tenant it
+		// names must list both namespaces.
+		member := false
+		if target != "" && target == caller {
+			if member, err = h.tenantHolds(ctx, target, ns, callerNS); err != nil {
+				logf.FromContext(ctx).Error(err, "reading the tenant", "tenant", target)
+				reply(w, http.StatusInternalServerError, map[string]any{"error": "reading tenant " + target})
+				return
+			}
+		}
+		if !member {
 			reply(w, http.StatusForbidden, map[string]any{"error": fmt.Sprintf("namespace %s is not a namespace of the caller's tenant", ns)})
 			return
 		}
@@ -82,18 +94,51 @@ func (h *Handler) authorized(next http.HandlerFunc) http.HandlerFunc {
 
 // authenticate returns the namespace of the ServiceAccount the token belongs to.
 func (h *Handler) authenticate(ctx context.Context, token string) (string, error) {
-	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}
+	audience := h.audience()
+	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{audience}}}
 	if err := h.Client.Create(ctx, tr); err != nil {
 		return "", fmt.Errorf("the token could not be reviewed: %w", err)
 	}
 	if !tr.Status.Authenticated {
 		return "", errors.New("the token is not valid")
 	}
+	// The API server answers with the requested audiences the token is valid for; a token issued for another
+	// service (or the API server itself) must not be replayable here.
+	if !slices.Contains(tr.Status.Audiences, audience) {
+		return "", fmt.Errorf("the token was not issued for audience %s", audience)
+	}
 	parts := strings.Split(tr.Status.User.Username, ":")
 	if len(parts) != 4 || parts[0] != "system" || parts[1] != "serviceaccount" {
 		return "", errors.New("only ServiceAccount tokens are accepted")
 	}
 	return parts[2], nil
+}
+
+// DefaultRegistrationAudience is the token audience the registration API requires when Handler.Audience is empty.
+const DefaultRegistrationAudience = "katastroma-registration"
+
+func (h *Handler) audience() string {
+	if h.Audience == "" {
+		return DefaultRegistrationAudience
+	}
+	return h.Audience
+}
+
+// tenantHolds reports whether the Tenant named tenant lists every namespace in its spec.
+func (h *Handler) tenantHolds(ctx context.Context, tenant string, namespaces ...string) (bool, error) {
+	t := &gitopsv1alpha1.Tenant{}
+	if err := h.Client.Get(ctx, types.NamespacedName{Name: tenant}, t); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	if t.DeletionTimestamp != nil {
+		return false, nil
+	}
+	for _, ns := range namespaces {
+		if !slices.Contains(t.Spec.Namespaces, ns) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // tenantLabel is a namespace's tenant label ("" when the namespace or the label is missing).

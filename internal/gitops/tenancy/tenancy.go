@@ -5,6 +5,7 @@ package tenancy
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -44,8 +45,17 @@ func Rules(resources []gitopsv1alpha1.TenantResource, verbs []string) []rbacv1.P
 // escalating are resources that would let a tenant's manifests widen their own permissions.
 var escalating = map[string]bool{"roles": true, "rolebindings": true, "clusterroles": true, "clusterrolebindings": true}
 
-// Validate checks a Tenant's spec; messages name the field.
-func Validate(t *gitopsv1alpha1.Tenant) field.ErrorList {
+// Reserved reports whether a tenant may not claim ns: system namespaces (default, kube-*, openshift-*) and the
+// names in reserved (the operator's own namespace, given by the manager). A tenant owning the operator's
+// namespace could deploy into it with the pipeline's identities.
+func Reserved(ns string, reserved []string) bool {
+	return ns == "default" || strings.HasPrefix(ns, "kube-") || strings.HasPrefix(ns, "openshift-") ||
+		ns == "openshift" || slices.Contains(reserved, ns)
+}
+
+// Validate checks a Tenant's spec; messages name the field. reserved are namespaces no tenant may claim besides
+// the system ones.
+func Validate(t *gitopsv1alpha1.Tenant, reserved ...string) field.ErrorList {
 	var errs field.ErrorList
 	nsPath := field.NewPath("spec", "namespaces")
 	if len(t.Spec.Namespaces) == 0 {
@@ -61,8 +71,8 @@ func Validate(t *gitopsv1alpha1.Tenant) field.ErrorList {
 			errs = append(errs, field.Duplicate(p, ns))
 		}
 		seen[ns] = true
-		if ns == "default" || ns == "kube-system" || ns == "kube-public" || ns == "kube-node-lease" {
-			errs = append(errs, field.Forbidden(p, fmt.Sprintf("%s is a system namespace", ns)))
+		if Reserved(ns, reserved) {
+			errs = append(errs, field.Forbidden(p, fmt.Sprintf("%s is a system or operator namespace", ns)))
 		}
 	}
 	for i, r := range t.Spec.Resources {

@@ -27,8 +27,13 @@ func TestValidate(t *testing.T) {
 		"no namespace":     {tenant(nil), []string{"spec.namespaces: Required value"}},
 		"bad name":         {tenant([]string{"Team_A"}), []string{"spec.namespaces[0]: Invalid value: \"Team_A\""}},
 		"duplicate":        {tenant([]string{"a", "b", "a"}), []string{"spec.namespaces[2]: Duplicate value"}},
-		"system namespace": {tenant([]string{"kube-system"}), []string{"spec.namespaces[0]: Forbidden: kube-system is a system namespace"}},
-		"wildcard group":   {tenant([]string{"a"}, res([]string{"*"}, []string{"pods"})), []string{"spec.resources[0].apiGroups[0]: Forbidden: wildcards"}},
+		"system namespace": {tenant([]string{"kube-system"}), []string{"spec.namespaces[0]: Forbidden: kube-system is a system or operator namespace"}},
+		"any kube-":        {tenant([]string{"a", "kube-foo"}), []string{"spec.namespaces[1]: Forbidden: kube-foo"}},
+		"default":          {tenant([]string{"default"}), []string{"spec.namespaces[0]: Forbidden: default"}},
+		"openshift":        {tenant([]string{"openshift-monitoring"}), []string{"spec.namespaces[0]: Forbidden: openshift-monitoring"}},
+		"operator namespace": {tenant([]string{"team-a", "quartet-system"}),
+			[]string{"spec.namespaces[1]: Forbidden: quartet-system is a system or operator namespace"}},
+		"wildcard group": {tenant([]string{"a"}, res([]string{"*"}, []string{"pods"})), []string{"spec.resources[0].apiGroups[0]: Forbidden: wildcards"}},
 		"wildcard resource": {tenant([]string{"a"}, res([]string{""}, []string{"configmaps", "*"})),
 			[]string{"spec.resources[0].resources[1]: Forbidden: wildcards"}},
 		"escalation": {tenant([]string{"a"}, res([]string{"rbac.authorization.k8s.io"}, []string{"rolebindings"})),
@@ -38,7 +43,7 @@ func TestValidate(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
-			errs := Validate(tc.t)
+			errs := Validate(tc.t, "quartet-system")
 			g.Expect(errs).To(HaveLen(len(tc.want)), "%v", errs)
 			for i, w := range tc.want {
 				g.Expect(errs[i].Error()).To(ContainSubstring(w))

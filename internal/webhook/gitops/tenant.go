@@ -5,6 +5,7 @@ package gitops
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,15 +32,18 @@ type TenantValidator struct {
 	// Reader reads namespaces and Tenants uncached: a claim decided on a stale cache could hand one namespace
 	// to two tenants.
 	Reader client.Reader
+	// Reserved are namespaces no Tenant may claim besides the system ones (the operator's own namespace).
+	Reserved []string
 }
 
 var _ admission.Validator[*gitopsv1alpha1.Tenant] = TenantValidator{}
 
 // SetupTenantWebhook registers the Tenant validating webhook and the namespace label guard.
-func SetupTenantWebhook(mgr ctrl.Manager) error {
-	mgr.GetWebhookServer().Register(NamespacePath, &webhook.Admission{Handler: NamespaceGuard{}})
+// reserved are namespaces no Tenant may claim besides the system ones (the operator's own namespace).
+func SetupTenantWebhook(mgr ctrl.Manager, reserved ...string) error {
+	mgr.GetWebhookServer().Register(NamespacePath, &webhook.Admission{Handler: NamespaceGuard{Reader: mgr.GetAPIReader()}})
 	return ctrl.NewWebhookManagedBy(mgr, &gitopsv1alpha1.Tenant{}).
-		WithValidator(TenantValidator{Reader: mgr.GetAPIReader()}).Complete()
+		WithValidator(TenantValidator{Reader: mgr.GetAPIReader(), Reserved: reserved}).Complete()
 }
 
 // ValidateCreate implements admission.Validator.
@@ -61,7 +65,7 @@ func (TenantValidator) ValidateDelete(context.Context, *gitopsv1alpha1.Tenant) (
 }
 
 func (v TenantValidator) validate(ctx context.Context, t *gitopsv1alpha1.Tenant) error {
-	errs := tenancy.Validate(t)
+	errs := tenancy.Validate(t, v.Reserved...)
 	if len(errs) == 0 {
 		owners, err := v.owners(ctx, t)
 		if err != nil {
@@ -108,12 +112,17 @@ func (v TenantValidator) owners(ctx context.Context, t *gitopsv1alpha1.Tenant) (
 }
 
 // NamespaceGuard keeps a namespace's katastroma.org/tenant label immutable once set.
-type NamespaceGuard struct{}
+// Removing it is allowed once the Tenant named by it no longer lists the namespace (or is gone or being deleted):
+// that is how the Tenant controller releases a namespace it adopted.
+type NamespaceGuard struct {
+	// Reader reads Tenants uncached; nil never allows a removal.
+	Reader client.Reader
+}
 
 var _ admission.Handler = NamespaceGuard{}
 
 // Handle implements admission.Handler.
-func (NamespaceGuard) Handle(_ context.Context, req admission.Request) admission.Response {
+func (g NamespaceGuard) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if req.Operation != "UPDATE" {
 		return admission.Allowed("")
 	}
@@ -125,7 +134,25 @@ func (NamespaceGuard) Handle(_ context.Context, req admission.Request) admission
 		return admission.Errored(400, err)
 	}
 	if ferr := tenancy.LabelChange(oldNS.Labels, newNS.Labels); ferr != nil {
+		if _, has := newNS.Labels[gitopsv1alpha1.LabelTenant]; !has && g.Reader != nil {
+			released, err := g.released(ctx, oldNS.Labels[gitopsv1alpha1.LabelTenant], oldNS.Name)
+			if err != nil {
+				return admission.Errored(500, err)
+			}
+			if released {
+				return admission.Allowed("released by its tenant")
+			}
+		}
 		return admission.Denied(field.ErrorList{ferr}.ToAggregate().Error())
 	}
 	return admission.Allowed("")
+}
+
+// released reports whether tenant no longer holds ns: the Tenant is gone, being deleted, or does not list ns.
+func (g NamespaceGuard) released(ctx context.Context, tenant, ns string) (bool, error) {
+	t := &gitopsv1alpha1.Tenant{}
+	if err := g.Reader.Get(ctx, client.ObjectKey{Name: tenant}, t); err != nil {
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	}
+	return t.DeletionTimestamp != nil || !slices.Contains(t.Spec.Namespaces, ns), nil
 }

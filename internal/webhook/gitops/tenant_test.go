@@ -3,6 +3,7 @@ package gitops
 import (
 	"context"
 	"encoding/json"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -48,7 +49,19 @@ func TestNamespaceGuard(t *testing.T) {
 			}
 		})
 	}
+	// Removal is allowed once the Tenant no longer lists the namespace (the controller releasing an adopted one).
 	g := NewWithT(t)
+	scheme := runtime.NewScheme()
+	g.Expect(gitopsv1alpha1.AddToScheme(scheme)).To(Succeed())
+	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		&gitopsv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "holds"}, Spec: gitopsv1alpha1.TenantSpec{Namespaces: []string{"a"}}},
+		&gitopsv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "left"}, Spec: gitopsv1alpha1.TenantSpec{Namespaces: []string{"b"}}},
+	).Build()
+	for tenantName, allowed := range map[string]bool{"holds": false, "left": true, "gone": true} {
+		resp := NamespaceGuard{Reader: reader}.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+			Operation: admissionv1.Update, OldObject: nsRaw(t, tenant(tenantName)), Object: nsRaw(t, nil)}})
+		g.Expect(resp.Allowed).To(Equal(allowed), "tenant %s: %v", tenantName, resp.Result)
+	}
 	resp := NamespaceGuard{}.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 		Operation: admissionv1.Update}})
 	g.Expect(resp.Allowed).To(BeFalse(), "an update without objects is an error, not a pass")
