@@ -23,10 +23,10 @@ import (
 	"github.com/quartet-dev/quartet-operator/internal/gitops/source"
 )
 
-// saToken returns a token of a new ServiceAccount in ns, issued by the API server for the given audiences (none:
-// the API server's own).
-func saToken(ctx context.Context, ns, name string, audiences ...string) string {
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+// saToken returns a token of the ServiceAccount "registrar" in ns (created if missing), issued by the API server
+// for the given audiences (none: the API server's own).
+func saToken(ctx context.Context, ns string, audiences ...string) string {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "registrar"}}
 	if err := env.Client.Create(ctx, sa); !apierrors.IsAlreadyExists(err) {
 		Expect(err).NotTo(HaveOccurred())
 	}
@@ -61,13 +61,13 @@ func TestRegistrationAPI(t *testing.T) {
 	other := newTenant(ctx)
 	holdTenant(ctx, ns)
 	holdTenant(ctx, other)
-	token := saToken(ctx, ns, "registrar", source.DefaultRegistrationAudience)
-	foreign := saToken(ctx, other, "registrar", source.DefaultRegistrationAudience)
+	token := saToken(ctx, ns, source.DefaultRegistrationAudience)
+	foreign := saToken(ctx, other, source.DefaultRegistrationAudience)
 	// A namespace labelled for ns's tenant by someone who may create namespaces, but not in the Tenant's spec.
 	smuggled := "smuggled-" + ns
 	Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: smuggled,
 		Labels: map[string]string{pipeline.LabelTenant: "team-" + ns[7:]}}})).To(Succeed())
-	intruder := saToken(ctx, smuggled, "registrar", source.DefaultRegistrationAudience)
+	intruder := saToken(ctx, smuggled, source.DefaultRegistrationAudience)
 	r := gitd.newRepo(t)
 	sha, _ := r.commit(map[string]*string{"deploy/a.yaml": configMapYAML("a", "", "registered")})
 	base := "/api/v1/namespaces/" + ns + "/sourcetargets"
@@ -78,7 +78,7 @@ func TestRegistrationAPI(t *testing.T) {
 	Expect(code).To(Equal(http.StatusUnauthorized), "no token")
 	code, _ = call(http.MethodPut, base+"/web", "not-a-token", reg)
 	Expect(code).To(Equal(http.StatusUnauthorized), "a token the API server does not know")
-	code, _ = call(http.MethodGet, base, saToken(ctx, ns, "registrar"), nil)
+	code, _ = call(http.MethodGet, base, saToken(ctx, ns), nil)
 	Expect(code).To(Equal(http.StatusUnauthorized), "a token for the API server's audience, not the registration API's")
 	code, _ = call(http.MethodGet, base, intruder, nil)
 	Expect(code).To(Equal(http.StatusForbidden), "the label alone does not make a namespace the tenant's")
