@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
@@ -50,5 +51,38 @@ func TestLedgerHandEdits(t *testing.T) {
 		g.Expect(events.Items).To(ContainElement(And(
 			HaveField("Regarding.Name", "q"), HaveField("Reason", agentraxv1alpha1.ReasonLedgerRebuilt),
 			HaveField("Note", ContainSubstring(`"a" is reserved twice`)))))
+	}).Should(Succeed())
+}
+
+// TestUnbuiltLedgerFailsClosed: a TenantQuota as an earlier operator version left it (usage counted, no ledger,
+// no LedgerReady condition) must not admit against its empty ledger. An agent created right then is refused
+// by the quota the live agents already use up (admission answers 429 until the controller has rebuilt the
+// ledger; the client retries), and the controller rebuilds the ledger from the live agents.
+func TestUnbuiltLedgerFailsClosed(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	g.Expect(env.Client.Create(ctx, tenantQuota(ns, "q", 2, 100, 20, 10))).To(Succeed())
+	g.Expect(env.Client.Create(ctx, agentDeployment(ns, "a", "q", 1, 4, 1))).To(Succeed())
+	g.Expect(env.Client.Create(ctx, agentDeployment(ns, "b", "q", 1, 4, 1))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		tq := getQuota(g, ns, "q")
+		g.Expect(tq.Status.UsedAgents).To(Equal(int32(2)))
+		g.Expect(meta.IsStatusConditionTrue(tq.Status.Conditions, agentraxv1alpha1.ConditionLedgerReady)).To(BeTrue())
+	}).Should(Succeed())
+
+	tq := getQuota(g, ns, "q")
+	before := tq.DeepCopy()
+	tq.Status.Ledger = ""
+	meta.RemoveStatusCondition(&tq.Status.Conditions, agentraxv1alpha1.ConditionLedgerReady)
+	g.Expect(env.Client.Status().Patch(ctx, tq, client.MergeFrom(before))).To(Succeed())
+
+	err := env.Client.Create(ctx, agentDeployment(ns, "c", "q", 1, 1, 0))
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "a and b use maxAgents 2 up, whatever the ledger says: %v", err)
+	g.Expect(err.Error()).To(ContainSubstring("maxAgents"))
+	g.Eventually(func(g Gomega) {
+		tq := getQuota(g, ns, "q")
+		g.Expect(meta.IsStatusConditionTrue(tq.Status.Conditions, agentraxv1alpha1.ConditionLedgerReady)).To(BeTrue())
+		g.Expect(getLedger(g, ns)).To(ConsistOf(HaveField("Name", "a"), HaveField("Name", "b")))
 	}).Should(Succeed())
 }

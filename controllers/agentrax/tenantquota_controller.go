@@ -194,8 +194,13 @@ func matches(r agentraxv1alpha1.Reservation, d quota.Demand) bool {
 	return r.Replicas == d.Replicas && r.GPUs == d.GPUs
 }
 
-// setConditions sets Ready and OverQuota; OverQuota never deletes anything, it only explains why growth is refused.
+// setConditions sets Ready, LedgerReady (called only after the ledger was settled: it is written in the same
+// patch) and OverQuota; OverQuota never deletes anything, it only explains why growth is refused.
 func (r *TenantQuotaReconciler) setConditions(tq *agentraxv1alpha1.TenantQuota, u quota.Usage, perAgentMax int32) {
+	meta.SetStatusCondition(&tq.Status.Conditions, metav1.Condition{
+		Type: agentraxv1alpha1.ConditionLedgerReady, Status: metav1.ConditionTrue, Reason: agentraxv1alpha1.ReasonLedgerSettled,
+		Message: "the admission ledger holds a reservation for every live AgentDeployment", ObservedGeneration: tq.Generation,
+	})
 	meta.SetStatusCondition(&tq.Status.Conditions, metav1.Condition{
 		Type: agentraxv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: agentraxv1alpha1.ReasonUsageCounted,
 		Message: "usage counted from the AgentDeployments referencing this quota", ObservedGeneration: tq.Generation,

@@ -18,6 +18,8 @@ func agentraxControllers() []Controller {
 		{
 			Name: agentraxcontrollers.AgentDeploymentControllerName, Group: "agentrax",
 			Reads: []Kind{"agentrax/AgentDeployment", "agentrax/TenantQuota"},
+			// Quota admission reserves only on ledgers the TenantQuota controller has built and settles.
+			Requires: []string{agentraxcontrollers.TenantQuotaControllerName},
 			Setup: func(ctx context.Context, mgr ctrl.Manager, d Dependencies) error {
 				registrar, err := agentRegistrar(mgr, d.Registry)
 				if err != nil {

@@ -37,6 +37,8 @@ func TestSelectionResolve(t *testing.T) {
 			"controller fleet-collectordiscovery requires controller fleet-collector"},
 		"discovery with the collector controller": {Selection{Groups: Groups, Controllers: []string{"fleet-collectordiscovery", "fleet-collector"}},
 			[]string{"fleet-collector", "fleet-collectordiscovery"}, ""},
+		"agents without the quota controller": {Selection{Groups: Groups, Controllers: []string{"agentrax-agentdeployment"}}, nil,
+			"controller agentrax-agentdeployment requires controller agentrax-tenantquota"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)

@@ -18,6 +18,14 @@ const (
 	// ReasonLedgerRebuilt is the reason of the Warning event emitted when status.ledger could not be read (a hand
 	// edit) and was rebuilt from the live AgentDeployments.
 	ReasonLedgerRebuilt = "LedgerRebuilt"
+	// ConditionLedgerReady is True once the TenantQuota controller has built status.ledger from the live
+	// AgentDeployments of this very object. Until then (a new quota, one re-created, or one written by an
+	// operator version that kept reservations elsewhere) admission cannot tell an empty ledger from an unbuilt
+	// one, so it refuses every reservation with 429 and a one-second Retry-After, which clients retry.
+	ConditionLedgerReady = "LedgerReady"
+	// ReasonLedgerSettled is the LedgerReady reason once the controller has settled the ledger against the
+	// live agents.
+	ReasonLedgerSettled = "LedgerSettled"
 )
 
 // TenantQuotaSpec sets the ceilings of one tenant (namespace).
@@ -87,7 +95,7 @@ type TenantQuotaStatus struct {
 	// +optional
 	// +kubebuilder:validation:Pattern=`^$|^[a-z0-9][-a-z0-9.]*=[0-9]+/[0-9]+@[0-9]+(,[a-z0-9][-a-z0-9.]*=[0-9]+/[0-9]+@[0-9]+)*$`
 	Ledger string `json:"ledger,omitempty"`
-	// Conditions: Ready, OverQuota.
+	// Conditions: Ready, OverQuota and LedgerReady (admission reserves only once it is True).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

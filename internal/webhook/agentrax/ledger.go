@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -203,6 +204,14 @@ func (l *ledgers) commit(key types.NamespacedName, base *agentraxv1alpha1.Tenant
 			}
 			base = tq
 		}
+		if !meta.IsStatusConditionTrue(base.Status.Conditions, agentraxv1alpha1.ConditionLedgerReady) {
+			if !fresh {
+				base = nil // the controller may have built it since: look once more
+				continue
+			}
+			answerUnbuilt(group, key)
+			return base
+		}
 		ledger, err := quota.ParseLedger(base.Status.Ledger)
 		if err != nil {
 			// The schema keeps malformed ledgers out; a duplicate name or an overflowing number passes it. Refuse
@@ -265,6 +274,21 @@ func answer(group []*pendingOp, b quota.Batch) {
 		} else {
 			p.done <- nil
 		}
+	}
+}
+
+// answerUnbuilt answers a group decided against a ledger the TenantQuota controller has not built yet: releases
+// pass (the controller drops what is left when it builds the ledger), everything else is refused with a retry,
+// since an empty unbuilt ledger would admit agents the live ones already use up.
+func answerUnbuilt(group []*pendingOp, key types.NamespacedName) {
+	for _, p := range group {
+		if p.op.Release {
+			p.done <- nil
+			continue
+		}
+		p.done <- apierrors.NewTooManyRequests(fmt.Sprintf("TenantQuota %s: its admission ledger is not built yet "+
+			"(a new or re-created quota, or one written by an earlier operator version); the agentrax-tenantquota "+
+			"controller builds it from the live AgentDeployments, retry in a moment", key), 1)
 	}
 }
 

@@ -40,7 +40,9 @@ var quotasResource = schema.GroupResource{Group: "agentrax.io", Resource: "tenan
 
 func newMemStore(spec agentraxv1alpha1.TenantQuotaSpec) *memStore {
 	return &memStore{rv: 1, tq: &agentraxv1alpha1.TenantQuota{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: "q", ResourceVersion: "1"}, Spec: spec}}
+		ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: "q", ResourceVersion: "1"}, Spec: spec,
+		Status: agentraxv1alpha1.TenantQuotaStatus{Conditions: []metav1.Condition{{
+			Type: agentraxv1alpha1.ConditionLedgerReady, Status: metav1.ConditionTrue, Reason: agentraxv1alpha1.ReasonLedgerSettled}}}}}
 }
 
 func (s *memStore) get(_ context.Context, key types.NamespacedName) (*agentraxv1alpha1.TenantQuota, error) {
@@ -240,4 +242,40 @@ func TestLedgersUnreadableLedger(t *testing.T) {
 	stored, err := store.get(ctx, key)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(stored.Status.Ledger).To(MatchRegexp(`^a=2/0@1,b=1/0@[0-9]+$`))
+}
+
+// TestLedgersUnbuiltLedgerFailsClosed: a TenantQuota whose ledger the controller has not built (no LedgerReady
+// condition: new, re-created, or written by an earlier version whose reservations lived elsewhere) cannot tell
+// "no agents" from "not counted yet". Creates and dry runs are refused with 429 and a Retry-After, a release
+// passes, nothing is written; once the controller has built the ledger (the condition appears), admission
+// decides on it.
+func TestLedgersUnbuiltLedgerFailsClosed(t *testing.T) {
+	g := NewWithT(t)
+	store := newMemStore(agentraxv1alpha1.TenantQuotaSpec{MaxAgents: 2, MaxGPUs: 10, MaxTotalReplicas: 10, MaxReplicasPerAgent: 4})
+	ready := store.tq.Status.Conditions
+	store.tq.Status.Conditions = nil
+	store.tq.Status.UsedAgents = 2 // the earlier version counted two agents; its reservations are gone
+	l := newLedgers(store, quota.DefaultGPUResourceName)
+	ctx := context.Background()
+	for _, op := range []quota.Op{{Name: "c", New: demand(1, 0)}, {Name: "d", New: demand(1, 0), DryRun: true}} {
+		err := l.submit(ctx, key, op)
+		g.Expect(apierrors.IsTooManyRequests(err)).To(BeTrue(), "%s: got %v", op.Name, err)
+		g.Expect(err.Error()).To(And(ContainSubstring("TenantQuota t/q"), ContainSubstring("not built yet"),
+			ContainSubstring("agentrax-tenantquota")))
+		seconds, ok := apierrors.SuggestsClientDelay(err)
+		g.Expect(ok).To(BeTrue())
+		g.Expect(seconds).To(Equal(1))
+	}
+	g.Expect(l.submit(ctx, key, quota.Op{Name: "a", Release: true})).To(Succeed())
+	g.Expect(store.updates.Load()).To(BeZero())
+
+	// The controller builds the ledger from the two live agents.
+	store.mu.Lock()
+	store.tq.Status.Ledger = "a=1/0@1,b=1/0@1"
+	store.tq.Status.Conditions = ready
+	store.mu.Unlock()
+	store.touch()
+	err := l.submit(ctx, key, quota.Op{Name: "c", New: demand(1, 0)})
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "maxAgents 2 is used up by a and b: %v", err)
+	g.Expect(store.updates.Load()).To(BeZero())
 }
