@@ -162,7 +162,9 @@ func BenchmarkAgentrax500(b *testing.B) {
 
 		ledger := func(call string) float64 { return counter(b, "agentrax_quota_ledger_calls_total", "call", call) }
 		reads, written, lost := ledger("read"), ledger("write"), ledger("conflict")
+		webhooksBefore := admissionTimes(b)
 		lat := probeAdmission(ctx, b, nss, agents, probes)
+		webhooksAfter := admissionTimes(b)
 		reads, written, lost = ledger("read")-reads, ledger("write")-written, ledger("conflict")-lost
 		progress("admission probes done")
 
@@ -185,6 +187,9 @@ func BenchmarkAgentrax500(b *testing.B) {
 		}
 		fmt.Printf("ledger calls during the probes (%d creates + %d dry runs): %.0f writes, %.0f lost writes, %.0f reads\n",
 			probes, probes, written, lost, reads)
+		printAdmissionTimes(webhooksBefore, webhooksAfter)
+		create := admissionKey{"validating", "CREATE", "false"}
+		b.ReportMetric(webhooksAfter[create].since(webhooksBefore[create]).quantile(.99)*1000, "ms-validating-create-p99")
 		b.ReportMetric(float64(children.Milliseconds()), "ms-children")
 		b.ReportMetric(float64(total(quiet)), "quiet-writes")
 		b.ReportMetric(float64(quantile(lat[2].lat, .99).Microseconds())/1000, "ms-admission-p99")

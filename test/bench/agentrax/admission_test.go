@@ -1,0 +1,121 @@
+package agentrax
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// admissionKey names one series of agentrax_admission_duration_seconds.
+type admissionKey struct{ webhook, operation, dryRun string }
+
+// buckets are a histogram's cumulative counts by upper bound, in bound order, plus its sample count.
+type buckets struct {
+	bounds []float64
+	counts []uint64
+	total  uint64
+}
+
+// admissionTimes reads agentrax_admission_duration_seconds from the manager's registry (it runs in this process).
+func admissionTimes(b *testing.B) map[admissionKey]buckets {
+	b.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := map[admissionKey]buckets{}
+	for _, f := range families {
+		if f.GetName() != "agentrax_admission_duration_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var k admissionKey
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "webhook":
+					k.webhook = l.GetValue()
+				case "operation":
+					k.operation = l.GetValue()
+				case "dry_run":
+					k.dryRun = l.GetValue()
+				}
+			}
+			h := m.GetHistogram()
+			var bs buckets
+			for _, bk := range h.GetBucket() {
+				bs.bounds = append(bs.bounds, bk.GetUpperBound())
+				bs.counts = append(bs.counts, bk.GetCumulativeCount())
+			}
+			bs.total = h.GetSampleCount()
+			out[k] = bs
+		}
+	}
+	return out
+}
+
+// since is what was observed between before and a.
+func (a buckets) since(before buckets) buckets {
+	out := buckets{bounds: a.bounds, counts: make([]uint64, len(a.counts)), total: a.total - before.total}
+	for i := range a.counts {
+		out.counts[i] = a.counts[i]
+		if i < len(before.counts) {
+			out.counts[i] -= before.counts[i]
+		}
+	}
+	return out
+}
+
+// quantile interpolates linearly inside the bucket holding the q-th observation (the buckets are 0.5–2.5 ms
+// wide below 30 ms); +Inf when it lies beyond the last bound.
+func (a buckets) quantile(q float64) float64 {
+	if a.total == 0 {
+		return math.NaN()
+	}
+	rank := q * float64(a.total)
+	lower, below := 0.0, uint64(0)
+	for i, c := range a.counts {
+		if float64(c) >= rank {
+			if c == below {
+				return a.bounds[i]
+			}
+			return lower + (a.bounds[i]-lower)*(rank-float64(below))/float64(c-below)
+		}
+		lower, below = a.bounds[i], c
+	}
+	return math.Inf(1)
+}
+
+// within is the share of observations at or below bound (a bucket bound, so exact).
+func (a buckets) within(bound float64) float64 {
+	for i, ub := range a.bounds {
+		if ub == bound {
+			return float64(a.counts[i]) / float64(a.total)
+		}
+	}
+	return math.NaN()
+}
+
+// printAdmissionTimes prints the webhooks' own answer times for the probes.
+func printAdmissionTimes(before, after map[admissionKey]buckets) {
+	ms := func(s float64) string { return fmt.Sprintf("%.1f ms", s*1000) }
+	fmt.Printf("\nadmission time in the webhooks during the probes (agentrax_admission_duration_seconds; what the API server\n")
+	fmt.Printf("waits for, less the loopback round trip)\n")
+	fmt.Printf("%-36s %-11s %8s %10s %10s %10s\n", "request", "webhook", "count", "p50", "p99", "<= 20 ms")
+	rows := []struct {
+		name string
+		op   string
+		dry  string
+	}{{"AgentDeployment create", "CREATE", "false"}, {"AgentDeployment label update", "UPDATE", "false"}, {"AgentDeployment dry-run create", "CREATE", "true"}}
+	for _, row := range rows {
+		var sum99 float64
+		for _, wh := range []string{"mutating", "validating"} {
+			k := admissionKey{wh, row.op, row.dry}
+			d := after[k].since(before[k])
+			sum99 += d.quantile(.99)
+			fmt.Printf("%-36s %-11s %8d %10s %10s %9.1f%%\n", row.name, wh, d.total, ms(d.quantile(.5)), ms(d.quantile(.99)), 100*d.within(.02))
+		}
+		fmt.Printf("%-36s %-11s %8s %10s %10s\n", row.name, "both (p99 sum)", "", "", ms(sum99))
+	}
+}
