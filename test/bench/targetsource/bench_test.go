@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -100,9 +101,10 @@ func BenchmarkTargetSource(b *testing.B) {
 		base.QPS, base.Burst = qps, burst
 		baseClient, err := client.New(base, client.Options{Scheme: operator.NewScheme()})
 		must(b, err)
+		owner := baselineOwner(ctx, b, env.Client)
 		cpu0 := takeCPU(ctx, b, env.Config, nil)
 		start := time.Now()
-		bareApply(ctx, b, baseClient, n)
+		bareApply(ctx, b, baseClient, owner, n)
 		baseline := time.Since(start)
 		baseCPU := takeCPU(ctx, b, env.Config, nil).sub(cpu0)
 
@@ -150,11 +152,12 @@ func BenchmarkTargetSource(b *testing.B) {
 		heap := mgr.figures()
 		mgr.stop()
 		cancel()
+		sameTargets(ctx, b, env.Client, fmt.Sprintf("bench-dev%05d", n-1))
 
 		ratio := firstDur.Seconds() / baseline.Seconds()
 		fmt.Printf("\nTargetSource benchmark: %d devices, client QPS %d / burst %d\n", n, qps, burst)
 		fmt.Printf("%-48s %12s %14s %8s %12s\n", "case", "time", "Target writes", "ratio", "manager CPU")
-		fmt.Printf("%-48s %12s %14d %8s %12s\n", "baseline: bare SSA loop (16 in flight)", baseline.Round(time.Millisecond), n, "1.00", "-")
+		fmt.Printf("%-48s %12s %14d %8s %12s\n", "baseline: bare SSA loop, same objects (16 in flight)", baseline.Round(time.Millisecond), n, "1.00", "-")
 		fmt.Printf("%-48s %12s %14d %8.2f %11.2fs\n", "first sync to Ready (manager process)", firstDur.Round(time.Millisecond), firstWrites, ratio, firstCPU)
 		fmt.Printf("%-48s %12s %14d %8s %11.2fs\n", "second run, inventory unchanged", secondDur.Round(time.Millisecond), secondWrites, "-", secondCPU)
 		fmt.Printf("%-48s %12s %14d %8s %11.2fs\n", fmt.Sprintf("run with 1%% changed (%d devices)", changed), thirdDur.Round(time.Millisecond), thirdWrites, "-", thirdCPU)
@@ -186,21 +189,44 @@ func waitPast(t *metav1.Time) {
 	}
 }
 
-func bareApply(ctx context.Context, b *testing.B, c client.Client, n int) {
+// baselineOwner creates the TargetSource the baseline's Targets name as their controller owner: suspended, in a
+// namespace the manager process does not watch, so nothing reconciles it.
+func baselineOwner(ctx context.Context, b *testing.B, c client.Client) *gnmicv1alpha1.TargetSource {
+	ts := &gnmicv1alpha1.TargetSource{ObjectMeta: metav1.ObjectMeta{Namespace: "baseline", Name: "bench"},
+		Spec: gnmicv1alpha1.TargetSourceSpec{
+			Source: gnmicv1alpha1.InventorySource{Type: "Static", Static: &gnmicv1alpha1.StaticSource{
+				Devices: []gnmicv1alpha1.StaticDevice{{Name: "unused", Address: "192.0.2.1"}}}},
+			Target:  gnmicv1alpha1.TargetTemplate{Profile: "default"},
+			Suspend: true,
+		}}
+	must(b, c.Create(ctx, ts))
+	return ts
+}
+
+// bareApply server-side applies, with 16 writes in flight, the objects the controller applies for the same
+// devices: spec.address and spec.profile, the two reserved labels, the discovered-name and source-labels
+// annotations and the controller owner reference, under the same field manager with force. sameTargets checks
+// after the run that both sides wrote the same shape.
+func bareApply(ctx context.Context, b *testing.B, c client.Client, owner *gnmicv1alpha1.TargetSource, n int) {
 	work := make(chan int)
 	var wg sync.WaitGroup
 	var failed atomic.Int64
 	for range 16 {
 		wg.Go(func() {
 			for i := range work {
+				device := fmt.Sprintf("dev%05d", i)
 				u := &unstructured.Unstructured{Object: map[string]any{
 					"spec": map[string]any{"address": fmt.Sprintf("10.%d.%d.%d:57400", i/65536, (i/256)%256, i%256), "profile": "default"}}}
 				u.SetAPIVersion(gnmicv1alpha1.GroupVersion.String())
 				u.SetKind("Target")
-				u.SetNamespace("baseline")
-				u.SetName(fmt.Sprintf("bench-dev%05d", i))
-				u.SetLabels(map[string]string{gnmicv1alpha1.LabelTargetSource: "bench", gnmicv1alpha1.LabelManagedBy: "targetsource"})
-				if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("bench"), client.ForceOwnership); err != nil {
+				u.SetNamespace(owner.Namespace)
+				u.SetName(owner.Name + "-" + device)
+				u.SetLabels(map[string]string{gnmicv1alpha1.LabelTargetSource: owner.Name, gnmicv1alpha1.LabelManagedBy: gnmicv1alpha1.ManagedByTargetSource})
+				u.SetAnnotations(map[string]string{gnmicv1alpha1.AnnotationDiscoveredName: device, gnmicv1alpha1.AnnotationSourceLabels: ""})
+				u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: gnmicv1alpha1.GroupVersion.String(), Kind: "TargetSource",
+					Name: owner.Name, UID: owner.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}})
+				err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(gnmic.FieldManager(owner.Name)), client.ForceOwnership)
+				if err != nil {
 					failed.Add(1)
 				}
 			}
@@ -213,6 +239,34 @@ func bareApply(ctx context.Context, b *testing.B, c client.Client, n int) {
 	wg.Wait()
 	if failed.Load() > 0 {
 		b.Fatalf("%d baseline applies failed", failed.Load())
+	}
+}
+
+// sameTargets fails the benchmark unless the baseline's Target name and the controller's have the same spec,
+// labels, annotation keys, owner reference shape and field manager: the comparison is only fair between equal
+// writes.
+func sameTargets(ctx context.Context, b *testing.B, c client.Client, name string) {
+	shape := func(ns string) string {
+		t := &gnmicv1alpha1.Target{}
+		must(b, c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, t))
+		var keys []string
+		for k := range t.Annotations {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var refs []string
+		for _, r := range t.OwnerReferences {
+			refs = append(refs, fmt.Sprintf("%s/%s %s controller=%v block=%v", r.APIVersion, r.Kind, r.Name, *r.Controller, *r.BlockOwnerDeletion))
+		}
+		var managers []string
+		for _, m := range t.ManagedFields {
+			managers = append(managers, m.Manager+" "+string(m.Operation))
+		}
+		return fmt.Sprintf("spec=%+v labels=%v annotations=%v discovered=%s owners=%v managers=%v", t.Spec, t.Labels, keys,
+			t.Annotations[gnmicv1alpha1.AnnotationDiscoveredName], refs, managers)
+	}
+	if base, ctrl := shape("baseline"), shape("controller"); base != ctrl {
+		b.Errorf("the baseline wrote different Targets from the controller:\nbaseline:   %s\ncontroller: %s", base, ctrl)
 	}
 }
 
