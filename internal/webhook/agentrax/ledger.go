@@ -22,9 +22,10 @@ import (
 type ledgerStore interface {
 	// get reads a TenantQuota as stored now.
 	get(ctx context.Context, key types.NamespacedName) (*agentraxv1alpha1.TenantQuota, error)
-	// update writes tq's status if tq.ResourceVersion is still the stored one (a conflict error otherwise) and
-	// leaves the stored object in tq.
-	update(ctx context.Context, tq *agentraxv1alpha1.TenantQuota) error
+	// swap stores ledger as the status.ledger of base's TenantQuota if what admission decided on is unchanged:
+	// the same object (UID), spec (generation) and ledger; a conflict error otherwise. Writes that change
+	// nothing of that (usage counters, conditions, labels) do not make it fail. It returns the stored object.
+	swap(ctx context.Context, base *agentraxv1alpha1.TenantQuota, ledger string) (*agentraxv1alpha1.TenantQuota, error)
 }
 
 // maxCommitAttempts bounds the read-decide-write rounds of one group; only writers outside this process (other
@@ -235,9 +236,7 @@ func (l *ledgers) commit(key types.NamespacedName, base *agentraxv1alpha1.Tenant
 			answer(group, b)
 			return base
 		}
-		next := base.DeepCopy()
-		next.Status.Ledger = quota.FormatLedger(b.Ledger)
-		err = l.store.update(ctx, next)
+		next, err := l.store.swap(ctx, base, quota.FormatLedger(b.Ledger))
 		switch {
 		case err == nil:
 			ledgerCalls.WithLabelValues("write").Inc()

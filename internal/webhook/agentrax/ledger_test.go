@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/agentrax/quota"
@@ -56,25 +57,44 @@ func (s *memStore) get(_ context.Context, key types.NamespacedName) (*agentraxv1
 	return s.tq.DeepCopy(), nil
 }
 
-func (s *memStore) update(_ context.Context, tq *agentraxv1alpha1.TenantQuota) error {
+// swap follows apiStore.swap: with a non-empty base ledger, the stored ledger (and UID and generation) must be
+// unchanged; with an empty one, the resourceVersion.
+func (s *memStore) swap(_ context.Context, base *agentraxv1alpha1.TenantQuota, ledger string) (*agentraxv1alpha1.TenantQuota, error) {
 	s.updates.Add(1)
 	time.Sleep(s.latency)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if tq.ResourceVersion != s.tq.ResourceVersion {
-		return apierrors.NewConflict(quotasResource, tq.Name, fmt.Errorf("resourceVersion %s is not %s", tq.ResourceVersion, s.tq.ResourceVersion))
+	cur := s.tq
+	if cur.UID != base.UID || cur.Generation != base.Generation || cur.Status.Ledger != base.Status.Ledger ||
+		(base.Status.Ledger == "" && cur.ResourceVersion != base.ResourceVersion) {
+		return nil, apierrors.NewConflict(quotasResource, base.Name, fmt.Errorf("stale base (resourceVersion %s, stored %s)", base.ResourceVersion, cur.ResourceVersion))
 	}
 	s.rv++
-	tq.ResourceVersion = strconv.Itoa(s.rv)
-	s.tq = tq.DeepCopy()
+	next := cur.DeepCopy()
+	next.ResourceVersion = strconv.Itoa(s.rv)
+	next.Status.Ledger = ledger
+	s.tq = next
 	if s.accepted++; s.otherWriterEvery > 0 && s.accepted%s.otherWriterEvery == 0 {
-		s.rv++
-		s.tq.ResourceVersion = strconv.Itoa(s.rv)
+		s.foreignLedgerWrite()
 	}
-	return nil
+	return next.DeepCopy(), nil
 }
 
-// touch is another writer (the TenantQuota controller writing usage): it only moves the resourceVersion.
+// foreignLedgerWrite is another writer of the ledger (the TenantQuota controller settling it, another replica):
+// same reservations, but the ledger string and the resourceVersion change. Callers hold s.mu.
+func (s *memStore) foreignLedgerWrite() {
+	s.rv++
+	next := s.tq.DeepCopy()
+	next.ResourceVersion = strconv.Itoa(s.rv)
+	if ledger, err := quota.ParseLedger(next.Status.Ledger); err == nil && len(ledger) > 0 {
+		ledger[0].ReservedAt = metav1.NewTime(ledger[0].ReservedAt.Add(time.Second)) // settled: a newer time
+		next.Status.Ledger = quota.FormatLedger(ledger)
+	}
+	s.tq = next
+}
+
+// touch is another writer that leaves the ledger alone (the TenantQuota controller writing usage, a label
+// edit): it only moves the resourceVersion.
 func (s *memStore) touch() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -144,38 +164,68 @@ func TestLedgersNeverExceedTheQuota(t *testing.T) {
 }
 
 // TestLedgersSteadyPath: one process admitting one request at a time reads the quota once and then only writes,
-// each write's answer being the base of the next decision.
+// each write's answer being the base of the next decision. Writes by others that leave the ledger alone cost
+// nothing; a foreign ledger write costs one lost write and one read, unless the informer delivered it first.
 func TestLedgersSteadyPath(t *testing.T) {
 	g := NewWithT(t)
 	store := newMemStore(agentraxv1alpha1.TenantQuotaSpec{MaxAgents: 100, MaxGPUs: 100, MaxTotalReplicas: 100, MaxReplicasPerAgent: 4})
 	l := newLedgers(store, quota.DefaultGPUResourceName)
+	ctx := context.Background()
 	for i := range 20 {
-		g.Expect(l.submit(context.Background(), key, quota.Op{Name: fmt.Sprintf("a%02d", i), New: demand(1, 1)})).To(Succeed())
+		g.Expect(l.submit(ctx, key, quota.Op{Name: fmt.Sprintf("a%02d", i), New: demand(1, 1)})).To(Succeed())
 	}
 	g.Expect(store.gets.Load()).To(Equal(int64(1)))
 	g.Expect(store.updates.Load()).To(Equal(int64(20)))
 
-	// Another writer moved the resourceVersion: one lost write, one read, then the write that counts.
+	// The TenantQuota controller wrote usage (the resourceVersion moved, the ledger did not): no lost write.
 	store.touch()
-	g.Expect(l.submit(context.Background(), key, quota.Op{Name: "late", New: demand(1, 1)})).To(Succeed())
+	g.Expect(l.submit(ctx, key, quota.Op{Name: "after-usage", New: demand(1, 1)})).To(Succeed())
+	g.Expect(store.gets.Load()).To(Equal(int64(1)))
+	g.Expect(store.updates.Load()).To(Equal(int64(21)))
+
+	// Another writer changed the ledger: one lost write, one read, then the write that counts.
+	store.mu.Lock()
+	store.foreignLedgerWrite()
+	store.mu.Unlock()
+	g.Expect(l.submit(ctx, key, quota.Op{Name: "late", New: demand(1, 1)})).To(Succeed())
 	g.Expect(store.gets.Load()).To(Equal(int64(2)))
-	g.Expect(store.updates.Load()).To(Equal(int64(22)))
-	g.Expect(quota.LedgerUsage(store.ledger(t), "").Agents).To(Equal(int32(21)))
+	g.Expect(store.updates.Load()).To(Equal(int64(23)))
+	g.Expect(quota.LedgerUsage(store.ledger(t), "").Agents).To(Equal(int32(22)))
 
 	// The informer delivered the other writer's object first: no lost write, no read.
-	store.touch()
-	current, err := store.get(context.Background(), key)
+	store.mu.Lock()
+	store.foreignLedgerWrite()
+	store.mu.Unlock()
+	current, err := store.get(ctx, key)
 	g.Expect(err).NotTo(HaveOccurred())
 	l.observe(current)
-	g.Expect(l.submit(context.Background(), key, quota.Op{Name: "observed", New: demand(1, 1)})).To(Succeed())
+	g.Expect(l.submit(ctx, key, quota.Op{Name: "observed", New: demand(1, 1)})).To(Succeed())
 	g.Expect(store.gets.Load()).To(Equal(int64(3)), "the test's own read only")
-	g.Expect(store.updates.Load()).To(Equal(int64(23)))
+	g.Expect(store.updates.Load()).To(Equal(int64(24)))
 
 	// An older object delivered late does not replace the newer base.
 	l.observe(current)
-	g.Expect(l.submit(context.Background(), key, quota.Op{Name: "after-late-event", New: demand(1, 1)})).To(Succeed())
+	g.Expect(l.submit(ctx, key, quota.Op{Name: "after-late-event", New: demand(1, 1)})).To(Succeed())
 	g.Expect(store.gets.Load()).To(Equal(int64(3)))
-	g.Expect(store.updates.Load()).To(Equal(int64(24)))
+	g.Expect(store.updates.Load()).To(Equal(int64(25)))
+}
+
+// TestLedgersEmptyLedgerUsesTheResourceVersion: a base with an empty ledger cannot be compared by value (absent
+// and "" look alike), so any write since makes the swap lose and the decision is taken again on a fresh read.
+func TestLedgersEmptyLedgerUsesTheResourceVersion(t *testing.T) {
+	g := NewWithT(t)
+	store := newMemStore(agentraxv1alpha1.TenantQuotaSpec{MaxAgents: 1, MaxGPUs: 10, MaxTotalReplicas: 10, MaxReplicasPerAgent: 4})
+	l := newLedgers(store, quota.DefaultGPUResourceName)
+	ctx := context.Background()
+	g.Expect(l.submit(ctx, key, quota.Op{Name: "a", New: demand(1, 0)})).To(Succeed())
+	g.Expect(l.submit(ctx, key, quota.Op{Name: "a", Release: true})).To(Succeed())
+	g.Expect(store.ledger(t)).To(BeEmpty())
+	reads, writes := store.gets.Load(), store.updates.Load()
+	store.touch()
+	g.Expect(l.submit(ctx, key, quota.Op{Name: "b", New: demand(1, 0)})).To(Succeed())
+	g.Expect(store.gets.Load()).To(Equal(reads+1), "the lost swap re-reads")
+	g.Expect(store.updates.Load()).To(Equal(writes+2), "one lost swap, one that counts")
+	g.Expect(store.ledger(t)).To(ConsistOf(HaveField("Name", "b")))
 }
 
 // TestLedgersDecisionsWithoutAWriteAreReadFresh: a dry run, a covered update and a refusal write nothing, so
@@ -278,4 +328,20 @@ func TestLedgersUnbuiltLedgerFailsClosed(t *testing.T) {
 	err := l.submit(ctx, key, quota.Op{Name: "c", New: demand(1, 0)})
 	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "maxAgents 2 is used up by a and b: %v", err)
 	g.Expect(store.updates.Load()).To(BeZero())
+}
+
+// TestFailedTestTellsAPatchTheServerCouldNotApply: the API server's answer to a JSON patch whose "test" did not
+// hold (422, generic message, empty details) is a lost compare-and-swap; a schema violation (422 naming the
+// object, with causes) and other errors are not.
+func TestFailedTestTellsAPatchTheServerCouldNotApply(t *testing.T) {
+	g := NewWithT(t)
+	notApplied := &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 422,
+		Reason: metav1.StatusReasonInvalid, Message: "the server rejected our request due to an error in our request",
+		Details: &metav1.StatusDetails{}}}
+	g.Expect(failedTest(notApplied)).To(BeTrue())
+	invalid := apierrors.NewInvalid(schema.GroupKind{Group: "agentrax.io", Kind: "TenantQuota"}, "q",
+		field.ErrorList{field.Invalid(field.NewPath("status", "ledger"), "x", "does not match")})
+	g.Expect(failedTest(invalid)).To(BeFalse())
+	g.Expect(failedTest(apierrors.NewConflict(quotasResource, "q", fmt.Errorf("rv")))).To(BeFalse())
+	g.Expect(failedTest(nil)).To(BeFalse())
 }

@@ -2,6 +2,8 @@ package agentrax
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -116,10 +118,58 @@ func (s apiStore) get(ctx context.Context, key types.NamespacedName) (*agentraxv
 	return tq, s.reader.Get(ctx, key, tq)
 }
 
-// update is a status update (not a patch): it carries tq's resourceVersion, so the API server refuses it with a
-// conflict when anyone wrote the TenantQuota since. On success tq holds what was stored.
-func (s apiStore) update(ctx context.Context, tq *agentraxv1alpha1.TenantQuota) error {
-	return s.writer.Status().Update(ctx, tq)
+// jsonPatchOp is one RFC 6902 operation.
+type jsonPatchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value,omitempty"`
+}
+
+// swap is a JSON patch of the status whose "test" operations are the compare-and-swap: the API server applies
+// a patch to the object it is about to replace (re-applying it if that object changed under it), so the tests
+// hold for exactly the stored version. Unlike a resourceVersion precondition, it does not fail because the
+// TenantQuota controller wrote usage counters or conditions, or someone labelled the object, since admission
+// last saw it. An empty ledger may be stored absent or as "", which no test operation tells apart: then the
+// write is a status update carrying the resourceVersion, as strict as before.
+func (s apiStore) swap(ctx context.Context, base *agentraxv1alpha1.TenantQuota, ledger string) (*agentraxv1alpha1.TenantQuota, error) {
+	next := base.DeepCopy()
+	next.Status.Ledger = ledger
+	if base.Status.Ledger == "" {
+		return next, s.writer.Status().Update(ctx, next)
+	}
+	ops := []jsonPatchOp{
+		{Op: "test", Path: "/metadata/uid", Value: base.UID},
+		{Op: "test", Path: "/metadata/generation", Value: base.Generation},
+		{Op: "test", Path: "/status/ledger", Value: base.Status.Ledger},
+		{Op: "add", Path: "/status/ledger", Value: ledger},
+	}
+	if ledger == "" {
+		ops[3] = jsonPatchOp{Op: "remove", Path: "/status/ledger"}
+	}
+	body, err := json.Marshal(ops)
+	if err != nil {
+		return nil, err
+	}
+	err = s.writer.Status().Patch(ctx, next, client.RawPatch(types.JSONPatchType, body))
+	if failedTest(err) {
+		return nil, apierrors.NewConflict(tenantQuotas, base.Name, errors.New("the ledger, spec or object changed since admission read it"))
+	}
+	return next, err
+}
+
+var tenantQuotas = schema.GroupResource{Group: agentraxv1alpha1.GroupVersion.Group, Resource: "tenantquotas"}
+
+// failedTest tells a JSON patch the API server could not apply to the stored object — here, a "test" operation
+// that did not hold. The API server answers 422 Invalid with a generic message and empty details (the patch
+// library's reason is not passed on); a patched object that breaks the schema is 422 Invalid too, but names the
+// object and carries the field causes.
+func failedTest(err error) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &status) {
+		return false
+	}
+	d := status.Status().Details
+	return d == nil || (d.Name == "" && len(d.Causes) == 0)
 }
 
 // refusal is the admission error for an op the quota does not fit.
