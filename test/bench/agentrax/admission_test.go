@@ -1,9 +1,11 @@
 package agentrax
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
@@ -100,8 +102,8 @@ func (a buckets) within(bound float64) float64 {
 // printAdmissionTimes prints the webhooks' own answer times for the probes.
 func printAdmissionTimes(before, after map[admissionKey]buckets) {
 	ms := func(s float64) string { return fmt.Sprintf("%.1f ms", s*1000) }
-	fmt.Printf("\nadmission time in the webhooks during the probes (agentrax_admission_duration_seconds; what the API server\n")
-	fmt.Printf("waits for, less the loopback round trip)\n")
+	fmt.Printf("admission time in the webhooks (agentrax_admission_duration_seconds: what the API server waits for, less\n")
+	fmt.Printf("the loopback round trip)\n")
 	fmt.Printf("%-36s %-11s %8s %10s %10s %10s\n", "request", "webhook", "count", "p50", "p99", "<= 20 ms")
 	rows := []struct {
 		name string
@@ -118,4 +120,46 @@ func printAdmissionTimes(before, after map[admissionKey]buckets) {
 		}
 		fmt.Printf("%-36s %-11s %8s %10s %10s\n", row.name, "both (p99 sum)", "", "", ms(sum99))
 	}
+}
+
+// probeInterval paces the second probe run: one round (a ConfigMap create, a label update, an agent create, a
+// dry-run create and a TenantQuota label patch) every 200 ms, i.e. 5 new agents a second, each with its 4
+// children and status written by the controllers in between.
+var probeInterval = time.Duration(envInt("QUARTET_BENCH_PROBE_INTERVAL_MS", 200)) * time.Millisecond
+
+// probeRun is one run of admission probes: the request latencies, the webhooks' own times and the ledger's
+// API calls during it.
+type probeRun struct {
+	lat                  []latencies
+	before, after        map[admissionKey]buckets
+	reads, written, lost float64
+}
+
+func runProbes(ctx context.Context, b *testing.B, nss []string, agents, probes int, interval time.Duration, prefix string) probeRun {
+	b.Helper()
+	ledger := func(call string) float64 { return counter(b, "agentrax_quota_ledger_calls_total", "call", call) }
+	var r probeRun
+	reads, written, lost := ledger("read"), ledger("write"), ledger("conflict")
+	r.before = admissionTimes(b)
+	r.lat = probeAdmission(ctx, b, nss, agents, probes, interval, prefix)
+	r.after = admissionTimes(b)
+	r.reads, r.written, r.lost = ledger("read")-reads, ledger("write")-written, ledger("conflict")-lost
+	return r
+}
+
+func (r probeRun) webhooks(k admissionKey) buckets { return r.after[k].since(r.before[k]) }
+
+func (r probeRun) print(title string, agents int) {
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+	ratio := func(a, base time.Duration) string { return fmt.Sprintf("%.2f×", float64(a)/float64(base)) }
+	fmt.Printf("\nadmission with %d agents present — %s\n", agents, title)
+	fmt.Printf("%-52s %10s %10s %10s %10s\n", "request (client-side, whole request)", "p50", "p99", "p50 ratio", "p99 ratio")
+	base := r.lat[0].lat
+	for _, row := range r.lat {
+		fmt.Printf("%-52s %10s %10s %10s %10s\n", row.name, ms(quantile(row.lat, .5)), ms(quantile(row.lat, .99)),
+			ratio(quantile(row.lat, .5), quantile(base, .5)), ratio(quantile(row.lat, .99), quantile(base, .99)))
+	}
+	fmt.Printf("ledger calls (%d creates + %d dry runs): %.0f writes, %.0f lost writes, %.0f reads\n",
+		len(base), len(base), r.written, r.lost, r.reads)
+	printAdmissionTimes(r.before, r.after)
 }
