@@ -123,3 +123,31 @@ func TestExternalAttributeSyncFromMariaDB(t *testing.T) {
 	g.Expect(s.Status.RecordsSeen).To(BeEquivalentTo(2))
 	g.Expect(s.Status.RecordsApplied).To(BeEquivalentTo(1))
 }
+
+// TestExternalAttributeSyncSQLThroughTheGuard: a SQL source dials through the SSRF guard like an HTTP one. A DSN
+// naming the metadata address or a Unix socket fails the run without a connection; no database is needed.
+func TestExternalAttributeSyncSQLThroughTheGuard(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	for name, dsn := range map[string]string{
+		"metadata":    "postgres://postgres@169.254.169.254:5432/x?sslmode=disable&connect_timeout=5",
+		"unix-socket": "host=/var/run/postgresql user=postgres dbname=test",
+	} {
+		ns := newNamespace(t)
+		sqlSecret(t, ns, dsn)
+		sync := &fleetv1alpha1.ExternalAttributeSync{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: fleetv1alpha1.ExternalAttributeSyncSpec{
+				Source: fleetv1alpha1.ExternalSource{Kind: fleetv1alpha1.SourceKindSQL, SecretRef: &fleetv1alpha1.SecretReference{Name: "db"},
+					SQL: &fleetv1alpha1.SQLSource{Driver: fleetv1alpha1.SQLDriverPostgres, Query: "SELECT collector, rack FROM inventory"}},
+				Schedule: "*/30 * * * *",
+				Selector: fleetv1alpha1.PolicySelector{CollectorIDs: []string{ns + "-edge"}},
+				Mapping:  fleetv1alpha1.AttributeMapping{CollectorIDField: "collector", AttributeFields: map[string]string{"rack": "rack"}},
+			}}
+		g.Expect(env.Client.Create(ctx, sync)).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			c := syncCondition(g, client.ObjectKeyFromObject(sync), fleetv1alpha1.ConditionReady)
+			g.Expect(c.Reason).To(Equal(fleetv1alpha1.ReasonSourceFailed))
+			g.Expect(c.Message).To(ContainSubstring("blocked by the SSRF guard"), name)
+		}).Should(Succeed())
+	}
+}

@@ -35,6 +35,39 @@ func AllowPrefixesForTesting(p ...netip.Prefix) Option {
 	return func(g *Guard) { g.allow = append(g.allow, p...) }
 }
 
+// AllowPrefixes exempts ranges the cluster administrator chose (--external-source-allow-cidrs), e.g. the
+// private network of an inventory database. Check them with CheckAllowedPrefix first.
+func AllowPrefixes(p ...netip.Prefix) Option {
+	return func(g *Guard) { g.allow = append(g.allow, p...) }
+}
+
+// neverAllowed are the ranges an administrator cannot exempt: they reach the operator's own node or the cloud
+// metadata service, never an inventory.
+var neverAllowed = []blockedRange{
+	{netip.MustParsePrefix("0.0.0.0/8"), "this-network"},
+	{netip.MustParsePrefix("127.0.0.0/8"), "loopback"},
+	{netip.MustParsePrefix("169.254.0.0/16"), "link-local (cloud metadata)"},
+	{netip.MustParsePrefix("::/127"), "unspecified or loopback"},
+	{netip.MustParsePrefix("fe80::/10"), "link-local"},
+}
+
+// CheckAllowedPrefix refuses an administrator exemption that would overlap loopback, link-local (the cloud
+// metadata address) or this-network, or that is not a prefix in canonical form.
+func CheckAllowedPrefix(p netip.Prefix) error {
+	if !p.IsValid() || p != p.Masked() {
+		return fmt.Errorf("%s is not a network prefix (write it as %s)", p, p.Masked())
+	}
+	if p.Addr().Is4In6() {
+		return fmt.Errorf("%s: write IPv4 prefixes in IPv4 form", p)
+	}
+	for _, n := range neverAllowed {
+		if n.prefix.Overlaps(p) {
+			return fmt.Errorf("%s overlaps %s (%s), which cannot be exempted from the SSRF guard", p, n.prefix, n.why)
+		}
+	}
+	return nil
+}
+
 // WithResolver makes dials resolve names with r (tests point it at a local DNS server).
 func WithResolver(r *net.Resolver) Option {
 	return func(g *Guard) { g.resolver = r }
@@ -115,6 +148,12 @@ func (g *Guard) Dialer(timeout time.Duration) *net.Dialer {
 
 // DialContext dials through the guard; a name is also checked before resolution.
 func (g *Guard) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	switch network {
+	case "tcp", "tcp4", "tcp6":
+	default:
+		// A Unix socket (a database DSN may name one) reaches whatever listens on this host.
+		return nil, fmt.Errorf("%w: network %q (%s)", ErrBlocked, network, address)
+	}
 	host, _, err := net.SplitHostPort(address)
 	if err != nil {
 		return nil, err

@@ -203,3 +203,40 @@ func FuzzCheckHost(f *testing.F) {
 		}
 	})
 }
+
+// TestCheckAllowedPrefix: administrators may exempt private ranges, never loopback, link-local (metadata) or
+// this-network, and only canonical prefixes.
+func TestCheckAllowedPrefix(t *testing.T) {
+	for cidr, want := range map[string]string{
+		"10.20.0.0/16":        "",
+		"192.168.1.0/24":      "",
+		"fd00:1::/64":         "",
+		"10.20.0.1/16":        "not a network prefix",
+		"127.0.0.1/32":        "loopback",
+		"169.254.0.0/16":      "cloud metadata",
+		"0.0.0.0/0":           "this-network",
+		"::/0":                "unspecified or loopback",
+		"fe80::/64":           "link-local",
+		"::ffff:10.0.0.0/104": "IPv4 form",
+	} {
+		t.Run(cidr, func(t *testing.T) {
+			g := NewWithT(t)
+			err := CheckAllowedPrefix(netip.MustParsePrefix(cidr))
+			if want == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(err).To(MatchError(ContainSubstring(want)))
+		})
+	}
+}
+
+// TestAdministratorExemption: an exempted private range is dialled; its neighbours stay blocked.
+func TestAdministratorExemption(t *testing.T) {
+	g := NewWithT(t)
+	guard := New(AllowPrefixes(netip.MustParsePrefix("10.20.0.0/16")))
+	g.Expect(guard.CheckHost("10.20.3.4")).To(Succeed())
+	g.Expect(guard.CheckHost("10.21.3.4")).To(MatchError(ContainSubstring("private (RFC 1918)")))
+	g.Expect(guard.Control("tcp", "10.20.3.4:5432", nil)).To(Succeed())
+	g.Expect(guard.Control("tcp", "169.254.169.254:80", nil)).To(MatchError(ErrBlocked))
+}

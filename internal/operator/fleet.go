@@ -32,6 +32,9 @@ type FleetSettings struct {
 	// SyncTargetRate and SyncTargetBurst size the per-host limiter of ExternalAttributeSync HTTP sources.
 	SyncTargetRate  float64
 	SyncTargetBurst int
+	// SSRFAllow are the administrator's exemptions (--external-source-allow-cidrs), already checked with
+	// netguard.CheckAllowedPrefix.
+	SSRFAllow []netip.Prefix
 	// SSRFAllowForTesting exempts prefixes from the SSRF guard (tests only).
 	SSRFAllowForTesting []netip.Prefix
 	// EnforceTenantPolicies is --enable-tenant-policy-enforcement.
@@ -50,10 +53,7 @@ func (s FleetSettings) tenancy(mgr ctrl.Manager) *fleetwebhooks.Tenancy {
 
 // guard is the SSRF guard of the sync controller and webhook.
 func (s FleetSettings) guard() *netguard.Guard {
-	if len(s.SSRFAllowForTesting) > 0 {
-		return netguard.New(netguard.AllowPrefixesForTesting(s.SSRFAllowForTesting...))
-	}
-	return netguard.New()
+	return netguard.New(netguard.AllowPrefixes(s.SSRFAllow...), netguard.AllowPrefixesForTesting(s.SSRFAllowForTesting...))
 }
 
 // fleetProviders holds one client provider per manager, so every fleet controller of a manager shares one token
@@ -153,11 +153,13 @@ func fleetControllers() []Controller {
 				if rps <= 0 {
 					rps = 1
 				}
+				guard := d.Fleet.guard()
 				return (&fleetcontrollers.ExternalAttributeSyncReconciler{
 					Client:                  mgr.GetClient(),
 					APIReader:               mgr.GetAPIReader(),
 					Recorder:                mgr.GetEventRecorder(fleetcontrollers.ExternalAttributeSyncControllerName),
-					HTTP:                    extsync.NewHTTPSource(d.Fleet.guard(), nil, rps, burst),
+					HTTP:                    extsync.NewHTTPSource(guard, nil, rps, burst),
+					SQL:                     extsync.SQLOptions{Dial: guard.DialContext},
 					Clock:                   d.Clock,
 					MaxConcurrentReconciles: d.Concurrency[fleetcontrollers.ExternalAttributeSyncControllerName],
 				}).SetupWithManager(ctx, mgr)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -28,6 +29,10 @@ type SQLOptions struct {
 	StatementTimeout time.Duration
 	// MaxRows caps the rows read; more fails the run.
 	MaxRows int
+	// Dial opens every connection to the database (nil: a plain dialer). The operator passes its SSRF guard's
+	// DialContext, so a DSN naming an in-cluster, link-local or loopback address, or a Unix socket, is refused
+	// at the address actually dialled — whatever name the DSN used.
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 func (o SQLOptions) withDefaults() SQLOptions {
@@ -64,6 +69,9 @@ func queryPostgres(ctx context.Context, dsn, query string, o SQLOptions) ([]Reco
 	// The DSN may ask for the simple protocol, which runs several ;-separated statements: override it.
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeDescribeExec
 	cfg.RuntimeParams["application_name"] = "quartet-operator-external-attribute-sync"
+	if o.Dial != nil {
+		cfg.DialFunc = o.Dial // also used for every fallback host of a multi-host DSN
+	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to PostgreSQL: %w", sanitize(err, dsn))
@@ -116,6 +124,9 @@ func queryMySQL(ctx context.Context, dsn, query string, o SQLOptions) ([]Record,
 	cfg.MultiStatements = false
 	cfg.InterpolateParams = false
 	cfg.AllowAllFiles = false
+	if o.Dial != nil {
+		cfg.DialFunc = o.Dial
+	}
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("dsn: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net/netip"
 	"os"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	fleetv1alpha1 "github.com/quartet-dev/quartet-operator/apis/fleet/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/netguard"
 )
 
 // The databases of this machine (trust auth / root without password). Override with QUARTET_TEST_POSTGRES_DSN
@@ -204,4 +206,37 @@ func TestMySQLSourceIsReadOnly(t *testing.T) {
 		// multiStatements=true in the DSN is overridden.
 		"multi-statement-dsn": mysqlDSN + "?multiStatements=true",
 	}, table)
+}
+
+// TestSQLDialsThroughTheGuard: with the guard's dialer, a database on a blocked address (loopback here) or
+// behind a Unix socket is refused before any byte is sent, for both drivers; with the address allowed, the
+// same DSN works.
+func TestSQLDialsThroughTheGuard(t *testing.T) {
+	blocked := SQLOptions{Dial: netguard.New().DialContext}
+	for _, tc := range []struct {
+		name   string
+		driver fleetv1alpha1.SQLDriver
+		dsn    string
+		want   string
+	}{
+		{"postgres on loopback", fleetv1alpha1.SQLDriverPostgres, postgresDSN, "127.0.0.1 is loopback"},
+		{"postgres socket", fleetv1alpha1.SQLDriverPostgres, "host=/var/run/postgresql user=postgres dbname=test", `network "unix"`},
+		{"mysql on loopback", fleetv1alpha1.SQLDriverMySQL, mysqlDSN, "127.0.0.1 is loopback"},
+		{"mysql socket", fleetv1alpha1.SQLDriverMySQL, "root@unix(/run/mysqld/mysqld.sock)/test", `network "unix"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			_, err := QuerySQL(context.Background(), tc.driver, tc.dsn, "SELECT 1 AS one", blocked)
+			g.Expect(err).To(MatchError(And(ContainSubstring("blocked by the SSRF guard"), ContainSubstring(tc.want))))
+		})
+	}
+
+	allowed := SQLOptions{Dial: netguard.New(netguard.AllowPrefixesForTesting(netip.MustParsePrefix("127.0.0.1/32"))).DialContext}
+	for driver, dsn := range map[fleetv1alpha1.SQLDriver]string{fleetv1alpha1.SQLDriverPostgres: postgresDSN, fleetv1alpha1.SQLDriverMySQL: mysqlDSN} {
+		recs, err := QuerySQL(context.Background(), driver, dsn, "SELECT 1 AS one", allowed)
+		if err != nil {
+			unavailable(t, string(driver), err)
+		}
+		NewWithT(t).Expect(recs).To(HaveLen(1))
+	}
 }
