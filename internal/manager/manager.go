@@ -24,6 +24,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/quartet-dev/quartet-operator/internal/netguard"
 	"github.com/quartet-dev/quartet-operator/internal/operator"
 	"github.com/quartet-dev/quartet-operator/internal/registry"
 )
@@ -90,7 +91,10 @@ type Options struct {
 	// SyncTargetRate and SyncTargetBurst size the per-host rate limiter of ExternalAttributeSync HTTP sources.
 	SyncTargetRate  float64
 	SyncTargetBurst int
-	// SSRFAllowForTesting exempts address prefixes from the SSRF guard of HTTP sources (tests only; no flag).
+	// ExternalSourceAllowCIDRs are private ranges the administrator exempts from the SSRF guard of
+	// ExternalAttributeSync sources (HTTP and SQL), e.g. an in-cluster inventory database's network.
+	ExternalSourceAllowCIDRs []string
+	// SSRFAllowForTesting exempts address prefixes from the SSRF guard, loopback included (tests only; no flag).
 	SSRFAllowForTesting []netip.Prefix
 
 	// Agentrax MCP discovery registry (docs/mcp-registry.md). RegistryBindAddress "" or "0" disables it.
@@ -219,6 +223,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Requests per second to any one ExternalAttributeSync HTTP host (a token bucket per host).")
 	fs.IntVar(&o.SyncTargetBurst, "controller-sync-target-burst", o.SyncTargetBurst,
 		"Burst of the per-host token bucket of ExternalAttributeSync HTTP sources.")
+	fs.Var(listFlag{&o.ExternalSourceAllowCIDRs}, "external-source-allow-cidrs",
+		"Comma-separated network prefixes ExternalAttributeSync HTTP and SQL sources may reach although the SSRF guard "+
+			"blocks them (private ranges such as 10.20.0.0/16 for an in-cluster inventory); loopback, link-local "+
+			"(cloud metadata) and 0.0.0.0/8 cannot be exempted.")
 	fs.StringVar(&o.RegistryBindAddress, "registry-bind-address", o.RegistryBindAddress,
 		"Address of the agentrax MCP discovery registry API, served by every replica; \"0\" or empty disables the registry.")
 	fs.StringVar(&o.RegistryNamespace, "registry-namespace", o.RegistryNamespace,
@@ -293,6 +301,23 @@ func podNamespace(fallback string) string {
 	return fallback
 }
 
+// ParseExternalSourceAllowCIDRs parses --external-source-allow-cidrs, refusing ranges that may never be
+// exempted from the SSRF guard.
+func ParseExternalSourceAllowCIDRs(cidrs []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, c := range cidrs {
+		p, err := netip.ParsePrefix(c)
+		if err == nil {
+			err = netguard.CheckAllowedPrefix(p)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--external-source-allow-cidrs: %q: %w", c, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
 // listFlag is a comma-separated string list flag.
 type listFlag struct{ values *[]string }
 
@@ -320,6 +345,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, err
 	}
 	registrySettings, err := o.registrySettings()
+	if err != nil {
+		return nil, err
+	}
+	externalAllow, err := ParseExternalSourceAllowCIDRs(o.ExternalSourceAllowCIDRs)
 	if err != nil {
 		return nil, err
 	}
@@ -394,7 +423,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Fleet: operator.FleetSettings{
 			CredentialsSecret: o.FleetCredentialsSecret, APIURL: o.FleetAPIURL,
 			RPS: o.FleetAPIRPS, Burst: o.FleetAPIBurst, PipelineNameScope: o.PipelineNameScope,
-			SyncTargetRate: o.SyncTargetRate, SyncTargetBurst: o.SyncTargetBurst, SSRFAllowForTesting: o.SSRFAllowForTesting,
+			SyncTargetRate: o.SyncTargetRate, SyncTargetBurst: o.SyncTargetBurst,
+			SSRFAllow: externalAllow, SSRFAllowForTesting: o.SSRFAllowForTesting,
 			EnforceTenantPolicies: o.EnforceTenantPolicies, EnforceCrossNamespaceDiscoveryAuthz: o.EnforceCrossNamespaceDiscoveryAuthz,
 		},
 		Registry: registrySettings,

@@ -129,3 +129,20 @@ func TestRegistrySettings(t *testing.T) {
 		})
 	}
 }
+
+// TestExternalSourceAllowCIDRs: private ranges are accepted; loopback, metadata and malformed prefixes are
+// refused with an error naming the flag.
+func TestExternalSourceAllowCIDRs(t *testing.T) {
+	g := NewWithT(t)
+	o := DefaultOptions()
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	o.BindFlags(fs)
+	g.Expect(fs.Parse([]string{"--external-source-allow-cidrs=10.20.0.0/16, fd00:1::/64"})).To(Succeed())
+	allowed, err := ParseExternalSourceAllowCIDRs(o.ExternalSourceAllowCIDRs)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(allowed).To(HaveLen(2))
+	for _, bad := range []string{"127.0.0.0/8", "169.254.169.254/32", "10.20.0.1/16", "ten"} {
+		_, err := ParseExternalSourceAllowCIDRs([]string{bad})
+		g.Expect(err).To(MatchError(ContainSubstring("--external-source-allow-cidrs: %q", bad)))
+	}
+}
