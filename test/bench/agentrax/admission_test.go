@@ -102,8 +102,8 @@ func (a buckets) within(bound float64) float64 {
 // printAdmissionTimes prints the webhooks' own answer times for the probes.
 func printAdmissionTimes(before, after map[admissionKey]buckets) {
 	ms := func(s float64) string { return fmt.Sprintf("%.1f ms", s*1000) }
-	fmt.Printf("admission time in the webhooks (agentrax_admission_duration_seconds: what the API server waits for, less\n")
-	fmt.Printf("the loopback round trip)\n")
+	fmt.Printf("admission time in the webhooks (agentrax_admission_duration_seconds, around each handler: the API server\n")
+	fmt.Printf("also waits for its AdmissionReview encoding, the loopback TLS round trip and the envelope decode)\n")
 	fmt.Printf("%-36s %-11s %8s %10s %10s %10s\n", "request", "webhook", "count", "p50", "p99", "<= 20 ms")
 	rows := []struct {
 		name string
