@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"sort"
 	"strings"
 	"sync"
@@ -131,7 +132,7 @@ func (r *TargetSourceReconciler) converge(ctx context.Context, ts *gnmicv1alpha1
 		wanted[d.Name] = true
 		if t, ok := byName[d.Name]; ok {
 			if !upToDate(t, d, ts) {
-				toApply = append(toApply, write{desired: d})
+				toApply = append(toApply, write{desired: d, uid: t.UID})
 			}
 			continue
 		}
@@ -192,10 +193,12 @@ func (r *TargetSourceReconciler) converge(ctx context.Context, ts *gnmicv1alpha1
 // inside the cache-lag window would be taken over by the forced apply.
 const createOnly = "1"
 
-// write is one Target apply: create marks a name absent from the cache, applied create-only.
+// write is one Target apply: create marks a name absent from the cache, applied create-only; uid is the UID of
+// the cached Target an update is meant for.
 type write struct {
 	desired *targetsource.Desired
 	create  bool
+	uid     types.UID
 }
 
 type applyResult struct {
@@ -236,31 +239,57 @@ func (r *TargetSourceReconciler) applyAll(ctx context.Context, ts *gnmicv1alpha1
 	return res
 }
 
-// applyOne applies one Target. A create-only apply refused because the name exists after all is resolved with
-// a live read: someone else's Target is a conflict and left alone; this TargetSource's own (written by a previous
-// run the cache has not caught up with) is applied normally when it differs.
+// applyOne applies one Target. A create-only apply carries resourceVersion createOnly and an update the cached
+// Target's UID, so neither can land on an object the cache does not know: the API server refuses a create-only
+// apply when the name exists (409) and an apply whose UID differs from the stored object's (422, uid
+// immutable) or names an object that is gone (409). Each refusal is resolved with a live read: someone else's
+// Target is a conflict and left alone; this TargetSource's own (written by a previous run the cache has not
+// caught up with) is applied normally when it differs; a Target deleted since the cache saw it is created
+// again, create-only.
 func (r *TargetSourceReconciler) applyOne(ctx context.Context, ts *gnmicv1alpha1.TargetSource, w write) (written, conflict bool, err error) {
 	u := applyObject(ts, w.desired)
-	if w.create {
+	switch {
+	case w.create:
 		u.SetResourceVersion(createOnly)
+	case w.uid != "":
+		u.SetUID(w.uid)
 	}
 	err = r.applyTarget(ctx, ts, u)
-	if err == nil || !w.create || !apierrors.IsConflict(err) {
+	refused := apierrors.IsConflict(err) || (!w.create && uidChanged(err))
+	if !refused {
 		return err == nil, false, err
 	}
 	live := &gnmicv1alpha1.Target{}
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ts.Namespace, Name: w.desired.Name}, live); err != nil {
+	err = r.APIReader.Get(ctx, types.NamespacedName{Namespace: ts.Namespace, Name: w.desired.Name}, live)
+	switch {
+	case apierrors.IsNotFound(err) && !w.create:
+		return r.applyOne(ctx, ts, write{desired: w.desired, create: true})
+	case err != nil:
 		// Gone again (deleted in between): the next run creates it.
 		return false, false, err
-	}
-	if controllerUID(live) != ts.UID {
+	case controllerUID(live) != ts.UID:
 		return false, true, nil
-	}
-	if upToDate(live, w.desired, ts) {
+	case upToDate(live, w.desired, ts):
 		return false, false, nil
 	}
-	err = r.applyTarget(ctx, ts, applyObject(ts, w.desired))
+	u = applyObject(ts, w.desired)
+	u.SetUID(live.UID)
+	err = r.applyTarget(ctx, ts, u)
 	return err == nil, false, err
+}
+
+// uidChanged tells the API server's refusal of an apply whose metadata.uid is not the stored object's.
+func uidChanged(err error) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &status) || status.Status().Details == nil {
+		return false
+	}
+	for _, c := range status.Status().Details.Causes {
+		if c.Field == "metadata.uid" {
+			return true
+		}
+	}
+	return false
 }
 
 // applyTarget sends one forced apply as the TargetSource's field manager, through the Writer when there is one
