@@ -140,6 +140,17 @@ func (r *TenantQuotaReconciler) settleLedger(ctx context.Context, tq *agentraxv1
 	}
 	ledger := append([]agentraxv1alpha1.Reservation(nil), stored...)
 	for _, res := range stored {
+		if quota.IsBlock(res) {
+			// A webhook process's headroom (ReservedAt is its expiry). Its holder stops admitting from it well
+			// before expiry and renews it while busy; past expiry plus the grace, whatever it admitted is stored
+			// and gets a reservation of its own below.
+			if until := res.ReservedAt.Add(grace); now.After(until) {
+				ledger = quota.Remove(ledger, res.Name)
+			} else if wait := until.Sub(now) + time.Second; requeue == 0 || wait < requeue {
+				requeue = wait
+			}
+			continue
+		}
 		ad := cached[res.Name]
 		if ad != nil && ad.DeletionTimestamp != nil {
 			ledger = quota.Remove(ledger, res.Name)

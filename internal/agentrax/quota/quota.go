@@ -102,7 +102,11 @@ func LedgerUsage(ledger []agentraxv1alpha1.Reservation, except string) Usage {
 		if r.Name == except {
 			continue
 		}
-		u.Agents++
+		if IsBlock(r) {
+			u.Agents += r.Agents
+		} else {
+			u.Agents++
+		}
 		u.Replicas += r.Replicas
 		u.GPUs += r.GPUs
 	}
