@@ -21,13 +21,16 @@ import (
 // every live admitted agent is covered by a named reservation or by its holder's block, and named reservations
 // plus blocks never exceed the quota, since blocks are carved under the same compare-and-swap.
 //
-// A block is used only until blockUseMargin before it expires; every commit renews it. Idle for blockIdle, the
+// A block is used only until blockUseMargin before it expires; every commit that admits a create renews it.
+// Idle for blockIdle, the
 // process releases it with one write. A process that dies leaves its block to expire: the TenantQuota
 // controller drops blocks past expiry plus its settle grace, after adding reservations for live agents that
 // have none (those a dead process admitted locally), so nothing admitted is uncovered in between.
 const (
 	blockTTL       = 30 * time.Second
-	blockUseMargin = 15 * time.Second // more than the webhook timeout: a locally admitted object is stored well before expiry
+	// blockUseMargin: a locally admitted object is on its way to storage for at most the API server's request
+	// timeout after the answer; the margin plus the controller's settle grace (30 s) covers it.
+	blockUseMargin = 15 * time.Second
 	blockIdle      = 2 * time.Second
 	blockAgents    = 8 // agents a block is sized for
 )
@@ -64,6 +67,9 @@ func (l *ledgers) tryLocal(t *tenantLedger, op quota.Op, now time.Time) bool {
 	}
 	if quota.Find(t.baseLedger, op.Name) >= 0 {
 		return false // a reservation under this name exists: the commit decides against it
+	}
+	if overQuota(t.base.Spec, quota.LedgerUsage(t.baseLedger, "")) {
+		return false // the quota was lowered below what is reserved (blocks included): growth is refused by a commit
 	}
 	for _, a := range t.local {
 		if a.name == op.Name {
@@ -134,6 +140,9 @@ func (l *ledgers) placeBlock(spec agentraxv1alpha1.TenantQuotaSpec, ledger []age
 // otherwise.
 func (l *ledgers) carveBlock(spec agentraxv1alpha1.TenantQuotaSpec, ledger []agentraxv1alpha1.Reservation, d quota.Demand, now time.Time) ([]agentraxv1alpha1.Reservation, *agentraxv1alpha1.Reservation) {
 	used := quota.LedgerUsage(ledger, "")
+	if overQuota(spec, used) {
+		return ledger, nil
+	}
 	half := func(limit, used int64) int64 { return max(limit-used, 0) / 2 }
 	b := agentraxv1alpha1.Reservation{
 		Name:       l.blockName(),
@@ -148,6 +157,11 @@ func (l *ledgers) carveBlock(spec agentraxv1alpha1.TenantQuotaSpec, ledger []age
 		return ledger, nil
 	}
 	return quota.Upsert(ledger, b), &b
+}
+
+// overQuota tells usage above a ceiling (the quota was lowered): no block then, and nothing decided locally.
+func overQuota(spec agentraxv1alpha1.TenantQuotaSpec, u quota.Usage) bool {
+	return u.Agents > spec.MaxAgents || u.Replicas > spec.MaxTotalReplicas || u.GPUs > spec.MaxGPUs
 }
 
 // withoutBlocks is ledger less every block.

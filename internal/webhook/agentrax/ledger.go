@@ -74,6 +74,8 @@ type tenantLedger struct {
 	lastActive time.Time
 	// release asks the drainer to give the block back (idle).
 	release bool
+	// epoch counts forget calls, so that a commit in flight when the quota was deleted restores nothing.
+	epoch int
 	idle    *time.Timer
 }
 
@@ -154,12 +156,14 @@ func (l *ledgers) drain(key types.NamespacedName, t *tenantLedger) {
 			l.mu.Unlock()
 			return
 		}
-		demand := t.lastDemand
+		demand, epoch := t.lastDemand, t.epoch
 		l.mu.Unlock()
 		c := l.commit(key, base, group, local, release, demand)
 		l.mu.Lock()
 		switch {
-		case c.gone:
+		case c.gone || t.epoch != epoch:
+			// The quota is gone (or was deleted while the commit ran): nothing to record, nothing to admit from.
+			c = commitResult{}
 			t.local, t.used, t.block = nil, quota.Usage{}, nil // no quota left to record them in
 		case !c.written && len(local) > 0:
 			// The local admissions are still to be written; do not spin on a failing API server.
@@ -206,6 +210,7 @@ func (l *ledgers) forget(key types.NamespacedName) {
 	if t := l.tenants[key]; t != nil {
 		t.setBase(nil)
 		t.block, t.local, t.used = nil, nil, quota.Usage{}
+		t.epoch++
 		if t.idle != nil {
 			t.idle.Stop()
 			t.idle = nil
@@ -392,7 +397,8 @@ func heldElsewhere(b quota.Batch, spec agentraxv1alpha1.TenantQuotaSpec, ops []q
 		if len(d.Errors) == 0 {
 			b.Errors[i] = nil
 			b.Held[i] = apierrors.NewTooManyRequests(fmt.Sprintf("TenantQuota %s: the room this AgentDeployment needs is "+
-				"reserved by another webhook replica for its own admissions; it is given back within seconds, retry", key), 1)
+				"reserved by another webhook replica for its own admissions; it is given back when that replica is idle "+
+				"for 2 s, or a minute after it stopped, retry", key), 1)
 		}
 	}
 }

@@ -428,3 +428,31 @@ func TestLedgersNearTheLimitNoBlock(t *testing.T) {
 	g.Expect(store.ledger(t)).To(HaveLen(5), "five reservations, no block")
 	g.Expect(store.updates.Load()).To(Equal(int64(5)))
 }
+
+// TestLedgersLoweredQuotaStopsLocalAdmissions: once the quota is lowered below what is reserved (blocks
+// included), a create is decided by a commit — and refused — even though this process still holds a block.
+func TestLedgersLoweredQuotaStopsLocalAdmissions(t *testing.T) {
+	g := NewWithT(t)
+	store := newMemStore(agentraxv1alpha1.TenantQuotaSpec{MaxAgents: 100, MaxGPUs: 100, MaxTotalReplicas: 100, MaxReplicasPerAgent: 4})
+	l := newLedgers(store, quota.DefaultGPUResourceName)
+	ctx := context.Background()
+	g.Expect(l.submit(ctx, key, quota.Op{Name: "a0", New: demand(1, 0)})).To(Succeed())
+	g.Eventually(func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return !l.tenants[key].running && l.tenants[key].block != nil
+	}).Should(BeTrue())
+
+	store.mu.Lock()
+	store.tq.Spec.MaxAgents = 1
+	store.tq.Generation++
+	store.mu.Unlock()
+	store.touch()
+	lowered, err := store.get(ctx, key)
+	g.Expect(err).NotTo(HaveOccurred())
+	l.observe(lowered)
+	err = l.submit(ctx, key, quota.Op{Name: "a1", New: demand(1, 0)})
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "maxAgents 1 is used by a0: %v", err)
+	g.Eventually(func() []agentraxv1alpha1.Reservation { return store.ledger(t) }).Should(ConsistOf(HaveField("Name", "a0")),
+		"the block is gone: it no longer fits")
+}
