@@ -27,7 +27,7 @@ import (
 // controller drops blocks past expiry plus its settle grace, after adding reservations for live agents that
 // have none (those a dead process admitted locally), so nothing admitted is uncovered in between.
 const (
-	blockTTL       = 30 * time.Second
+	blockTTL = 30 * time.Second
 	// blockUseMargin: a locally admitted object is on its way to storage for at most the API server's request
 	// timeout after the answer; the margin plus the controller's settle grace (30 s) covers it.
 	blockUseMargin = 15 * time.Second

@@ -76,7 +76,7 @@ type tenantLedger struct {
 	release bool
 	// epoch counts forget calls, so that a commit in flight when the quota was deleted restores nothing.
 	epoch int
-	idle    *time.Timer
+	idle  *time.Timer
 }
 
 // setBase remembers tq as the base and parses its ledger.
