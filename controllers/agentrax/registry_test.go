@@ -28,6 +28,7 @@ import (
 	"github.com/quartet-dev/quartet-operator/internal/mcp/mcptest"
 	"github.com/quartet-dev/quartet-operator/internal/operator"
 	"github.com/quartet-dev/quartet-operator/internal/registry"
+	"github.com/quartet-dev/quartet-operator/internal/registry/cmstore"
 	agentraxwebhooks "github.com/quartet-dev/quartet-operator/internal/webhook/agentrax"
 )
 
@@ -334,6 +335,15 @@ func TestRegistryColdRestartAndOrphanSweep(t *testing.T) {
 		g.Expect(found).To(BeTrue())
 	}).Should(Succeed())
 
+	// The registry serves a change before its ConfigMap write lands (a failed write is retried at the next
+	// sweep); stop only once both entries are persisted, which is what a restart can recover.
+	g.Eventually(func(g Gomega) {
+		cm := &corev1.ConfigMap{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: cmstore.Name}, cm)).To(Succeed())
+		for _, name := range []string{"live", "gone"} {
+			g.Expect(cm.Data[cmstore.Key]).To(MatchRegexp(`"namespace":\s*"%s",\s*"name":\s*"%s"`, ns, name))
+		}
+	}).Should(Succeed())
 	g.Expect(env.StopManager()).To(Succeed())
 	leaderURL.Store("")
 	// The controllers are down, but admission is served (as another replica would): the finalizer is
