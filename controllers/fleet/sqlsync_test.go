@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/quartet-dev/quartet-operator/apis/fleet/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/testenv/services"
 )
 
 // TestExternalAttributeSyncFromPostgres reads a real PostgreSQL table through the controller and the Collector
@@ -30,10 +31,7 @@ func TestExternalAttributeSyncFromPostgres(t *testing.T) {
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PostgreSQL is required under CI=true: %v", err)
-		}
-		t.Skipf("PostgreSQL not reachable (CI=true makes this fatal): %v", err)
+		services.Missing(t, "PostgreSQL", err)
 	}
 	defer func() { _ = conn.Close(ctx) }()
 	table := fmt.Sprintf("eas_ctrl_%d", time.Now().UnixNano())
@@ -46,27 +44,10 @@ func TestExternalAttributeSyncFromPostgres(t *testing.T) {
 	id := ns + "-edge"
 	_, err = conn.Exec(ctx, "INSERT INTO "+table+" VALUES ($1, 'r9', 'fra'), ('other', 'r1', 'ams')", id)
 	g.Expect(err).NotTo(HaveOccurred())
-	srv.PutCollector(&collectorv1.Collector{Id: id})
-	g.Expect(env.Client.Create(ctx, &fleetv1alpha1.Collector{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"},
-		Spec: fleetv1alpha1.CollectorSpec{ID: id}})).To(Succeed())
-	sqlSecret(t, ns, dsn+"&default_query_exec_mode=simple_protocol")
-	sync := &fleetv1alpha1.ExternalAttributeSync{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "inventory"},
-		Spec: fleetv1alpha1.ExternalAttributeSyncSpec{
-			Source: fleetv1alpha1.ExternalSource{Kind: fleetv1alpha1.SourceKindSQL, SecretRef: &fleetv1alpha1.SecretReference{Name: "db"},
-				SQL: &fleetv1alpha1.SQLSource{Driver: fleetv1alpha1.SQLDriverPostgres, Query: "SELECT collector, rack, dc FROM " + table}},
-			Schedule: "*/30 * * * *",
-			Selector: fleetv1alpha1.PolicySelector{Matchers: []string{`collector.id=~"` + ns + `-.*"`}},
-			Mapping: fleetv1alpha1.AttributeMapping{CollectorIDField: "collector",
-				AttributeFields: map[string]string{"rack": "rack", "datacenter": "dc"}, RequiredKeys: []string{"rack"}},
-		}}
-	g.Expect(env.Client.Create(ctx, sync)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		g.Expect(srv.Collector(id).GetRemoteAttributes()).To(Equal(map[string]string{"rack": "r9", "datacenter": "fra"}))
-	}).Should(Succeed())
+	sync := runSQLSync(t, ns, id, fleetv1alpha1.SQLDriverPostgres, dsn+"&default_query_exec_mode=simple_protocol", table,
+		map[string]string{"rack": "r9", "datacenter": "fra"})
 	s := &fleetv1alpha1.ExternalAttributeSync{}
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(sync), s)).To(Succeed())
-	g.Expect(s.Status.RecordsSeen).To(BeEquivalentTo(2))
-	g.Expect(s.Status.RecordsApplied).To(BeEquivalentTo(1))
 	g.Expect(s.Status.LastSuccessTime).NotTo(BeNil())
 
 	g.Expect(strings.Contains(syncCondition(g, client.ObjectKeyFromObject(sync), fleetv1alpha1.ConditionReady).Message, "1 applied")).To(BeTrue())
@@ -84,10 +65,7 @@ func TestExternalAttributeSyncFromMariaDB(t *testing.T) {
 		err = db.Ping()
 	}
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("MariaDB/MySQL is required under CI=true: %v", err)
-		}
-		t.Skipf("MariaDB/MySQL not reachable (CI=true makes this fatal): %v", err)
+		services.Missing(t, "MariaDB/MySQL", err)
 	}
 	defer func() { _ = db.Close() }()
 	table := fmt.Sprintf("eas_ctrl_%d", time.Now().UnixNano())
@@ -96,32 +74,48 @@ func TestExternalAttributeSyncFromMariaDB(t *testing.T) {
 	t.Cleanup(func() { _, _ = db.Exec("DROP TABLE IF EXISTS " + table) })
 
 	g := NewWithT(t)
-	ctx := context.Background()
 	ns := newNamespace(t)
 	id := ns + "-edge"
 	_, err = db.Exec("INSERT INTO "+table+" VALUES (?, 'r7', 'ber'), ('other', 'r1', 'ams')", id)
 	g.Expect(err).NotTo(HaveOccurred())
-	srv.PutCollector(&collectorv1.Collector{Id: id})
-	g.Expect(env.Client.Create(ctx, &fleetv1alpha1.Collector{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"},
-		Spec: fleetv1alpha1.CollectorSpec{ID: id}})).To(Succeed())
-	sqlSecret(t, ns, dsn+"?multiStatements=true")
-	sync := &fleetv1alpha1.ExternalAttributeSync{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "inventory"},
+	runSQLSync(t, ns, id, fleetv1alpha1.SQLDriverMySQL, dsn+"?multiStatements=true", table, map[string]string{"rack": "r7", "datacenter": "ber"})
+}
+
+// sqlInventorySync is an ExternalAttributeSync "inventory" of ns reading collector, rack and dc from table with
+// driver, through Secret "db".
+func sqlInventorySync(ns string, driver fleetv1alpha1.SQLDriver, table string) *fleetv1alpha1.ExternalAttributeSync {
+	return &fleetv1alpha1.ExternalAttributeSync{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "inventory"},
 		Spec: fleetv1alpha1.ExternalAttributeSyncSpec{
 			Source: fleetv1alpha1.ExternalSource{Kind: fleetv1alpha1.SourceKindSQL, SecretRef: &fleetv1alpha1.SecretReference{Name: "db"},
-				SQL: &fleetv1alpha1.SQLSource{Driver: fleetv1alpha1.SQLDriverMySQL, Query: "SELECT collector, rack, dc FROM " + table}},
+				SQL: &fleetv1alpha1.SQLSource{Driver: driver, Query: "SELECT collector, rack, dc FROM " + table}},
 			Schedule: "*/30 * * * *",
 			Selector: fleetv1alpha1.PolicySelector{Matchers: []string{`collector.id=~"` + ns + `-.*"`}},
 			Mapping: fleetv1alpha1.AttributeMapping{CollectorIDField: "collector",
 				AttributeFields: map[string]string{"rack": "rack", "datacenter": "dc"}, RequiredKeys: []string{"rack"}},
 		}}
+}
+
+// runSQLSync registers collector id in Fleet and as Collector "edge" of ns, runs sqlInventorySync over table
+// (one row for id, one for another collector) with dsn, and waits until Fleet holds want for id with the
+// status counting 2 records seen and 1 applied.
+func runSQLSync(t *testing.T, ns, id string, driver fleetv1alpha1.SQLDriver, dsn, table string, want map[string]string) *fleetv1alpha1.ExternalAttributeSync {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	srv.PutCollector(&collectorv1.Collector{Id: id})
+	g.Expect(env.Client.Create(ctx, &fleetv1alpha1.Collector{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"},
+		Spec: fleetv1alpha1.CollectorSpec{ID: id}})).To(Succeed())
+	sqlSecret(t, ns, dsn)
+	sync := sqlInventorySync(ns, driver, table)
 	g.Expect(env.Client.Create(ctx, sync)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		g.Expect(srv.Collector(id).GetRemoteAttributes()).To(Equal(map[string]string{"rack": "r7", "datacenter": "ber"}))
+		g.Expect(srv.Collector(id).GetRemoteAttributes()).To(Equal(want))
 	}).Should(Succeed())
 	s := &fleetv1alpha1.ExternalAttributeSync{}
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(sync), s)).To(Succeed())
 	g.Expect(s.Status.RecordsSeen).To(BeEquivalentTo(2))
 	g.Expect(s.Status.RecordsApplied).To(BeEquivalentTo(1))
+	return sync
 }
 
 // TestExternalAttributeSyncSQLThroughTheGuard: a SQL source dials through the SSRF guard like an HTTP one. A DSN
@@ -135,14 +129,7 @@ func TestExternalAttributeSyncSQLThroughTheGuard(t *testing.T) {
 	} {
 		ns := newNamespace(t)
 		sqlSecret(t, ns, dsn)
-		sync := &fleetv1alpha1.ExternalAttributeSync{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: fleetv1alpha1.ExternalAttributeSyncSpec{
-				Source: fleetv1alpha1.ExternalSource{Kind: fleetv1alpha1.SourceKindSQL, SecretRef: &fleetv1alpha1.SecretReference{Name: "db"},
-					SQL: &fleetv1alpha1.SQLSource{Driver: fleetv1alpha1.SQLDriverPostgres, Query: "SELECT collector, rack FROM inventory"}},
-				Schedule: "*/30 * * * *",
-				Selector: fleetv1alpha1.PolicySelector{CollectorIDs: []string{ns + "-edge"}},
-				Mapping:  fleetv1alpha1.AttributeMapping{CollectorIDField: "collector", AttributeFields: map[string]string{"rack": "rack"}},
-			}}
+		sync := sqlInventorySync(ns, fleetv1alpha1.SQLDriverPostgres, "inventory")
 		g.Expect(env.Client.Create(ctx, sync)).To(Succeed())
 		g.Eventually(func(g Gomega) {
 			c := syncCondition(g, client.ObjectKeyFromObject(sync), fleetv1alpha1.ConditionReady)

@@ -15,6 +15,7 @@ import (
 
 	fleetv1alpha1 "github.com/quartet-dev/quartet-operator/apis/fleet/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/netguard"
+	"github.com/quartet-dev/quartet-operator/internal/testenv/services"
 )
 
 // The databases of this machine (trust auth / root without password). Override with QUARTET_TEST_POSTGRES_DSN
@@ -29,15 +30,6 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
-}
-
-// unavailable skips outside CI and fails under CI=true, where the database is part of the contract.
-func unavailable(t *testing.T, what string, err error) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is required under CI=true: %v", what, err)
-	}
-	t.Skipf("%s not reachable (set CI=true to make this fatal): %v", what, err)
 }
 
 // sqlAdmin is a writable connection for setting up and checking the test table.
@@ -140,7 +132,7 @@ func TestPostgresSourceIsReadOnly(t *testing.T) {
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, postgresDSN)
 	if err != nil {
-		unavailable(t, "PostgreSQL", err)
+		services.Missing(t, "PostgreSQL", err)
 	}
 	defer func() { _ = conn.Close(ctx) }()
 	admin := pgAdmin{conn}
@@ -179,7 +171,7 @@ func TestMySQLSourceIsReadOnly(t *testing.T) {
 		err = db.Ping()
 	}
 	if err != nil {
-		unavailable(t, "MySQL/MariaDB", err)
+		services.Missing(t, "MySQL/MariaDB", err)
 	}
 	defer func() { _ = db.Close() }()
 	admin := myAdmin{db}
@@ -235,7 +227,7 @@ func TestSQLDialsThroughTheGuard(t *testing.T) {
 	for driver, dsn := range map[fleetv1alpha1.SQLDriver]string{fleetv1alpha1.SQLDriverPostgres: postgresDSN, fleetv1alpha1.SQLDriverMySQL: mysqlDSN} {
 		recs, err := QuerySQL(context.Background(), driver, dsn, "SELECT 1 AS one", allowed)
 		if err != nil {
-			unavailable(t, string(driver), err)
+			services.Missing(t, string(driver), err)
 		}
 		NewWithT(t).Expect(recs).To(HaveLen(1))
 	}
