@@ -216,10 +216,17 @@ func probeAdmission(ctx context.Context, b *testing.B, nss []string, agents, pro
 		}
 		rows[row].lat = append(rows[row].lat, time.Since(t0))
 	}
-	start := time.Now()
+	// Paced: a round starts on each tick of its schedule, not when the previous one ended (a late round's tick
+	// is taken at once, as a ticker drops the ticks it could not deliver).
+	var tick <-chan time.Time
+	if interval > 0 {
+		ticker := time.NewTicker(interval)
+		defer ticker.Stop()
+		tick = ticker.C
+	}
 	for i := range probes {
-		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
-			time.Sleep(wait) // pacing: the next round starts on its schedule, not when the last one ended
+		if tick != nil && i > 0 {
+			<-tick
 		}
 		ns := nss[i%len(nss)]
 		timed(0, func() error {
