@@ -197,6 +197,9 @@ func (l *ledgers) observe(tq *agentraxv1alpha1.TenantQuota) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if t := l.tenants[types.NamespacedName{Namespace: tq.Namespace, Name: tq.Name}]; t != nil {
+		if t.base != nil && t.base.UID == tq.UID && t.base.ResourceVersion == tq.ResourceVersion {
+			return // this process's own write coming back through the informer: already the base
+		}
 		if next := fresher(t.base, tq); next != t.base {
 			t.setBase(next)
 		}
@@ -386,14 +389,15 @@ func admittedCreate(ops []quota.Op, b quota.Batch) bool {
 // heldElsewhere turns a refusal that only other processes' blocks cause into a retry: those blocks are given
 // back when their holder is idle (blockIdle) or expire.
 func heldElsewhere(b quota.Batch, spec agentraxv1alpha1.TenantQuotaSpec, ops []quota.Op, gpu corev1.ResourceName, key types.NamespacedName) {
-	if len(withoutBlocks(b.Ledger)) == len(b.Ledger) {
+	named := withoutBlocks(b.Ledger)
+	if len(named) == len(b.Ledger) {
 		return
 	}
 	for i, op := range ops {
 		if len(b.Errors[i]) == 0 {
 			continue
 		}
-		d := quota.Admit(quota.Request{Spec: spec, Ledger: withoutBlocks(b.Ledger), Name: op.Name, New: op.New, Old: op.Old, GPUResource: gpu})
+		d := quota.Admit(quota.Request{Spec: spec, Ledger: named, Name: op.Name, New: op.New, Old: op.Old, GPUResource: gpu})
 		if len(d.Errors) == 0 {
 			b.Errors[i] = nil
 			b.Held[i] = apierrors.NewTooManyRequests(fmt.Sprintf("TenantQuota %s: the room this AgentDeployment needs is "+
