@@ -21,8 +21,23 @@ TOOLS_DIR := $(CACHE_DIR)/tools
 LOCALBIN := $(CURDIR)/bin
 
 K8S_VERSION := 1.37.2
-K8S_DIR := $(CACHE_DIR)/k8s/$(K8S_VERSION)
+K8S_DIR := $(CACHE_DIR)/k8s/$(K8S_VERSION)-stamped
 ETCD_VERSION := v3.7.0
+# Stamp the release version as Kubernetes' own build does: unstamped binaries report v0.0.0-master+$$Format:%H$$, which
+# kubectl cannot parse and OLM compares against a CSV's minKubeVersion.
+K8S_VERSION_LDFLAGS := $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
+	-X $(p).gitVersion=v$(K8S_VERSION) -X $(p).gitMajor=$(word 1,$(subst ., ,$(K8S_VERSION))) \
+	-X $(p).gitMinor=$(word 2,$(subst ., ,$(K8S_VERSION))) -X $(p).gitTreeState=clean \
+	-X $(p).buildDate=1970-01-01T00:00:00Z)
+K8S_BINARIES := kube-apiserver kube-controller-manager kube-scheduler kubectl
+
+# kwok simulates kubelets (nodes and pod lifecycles) for the cluster-grade control plane; its own wrapper module,
+# since it pins older k8s.io libraries than the kubernetes wrapper.
+KWOK_VERSION := v0.8.0
+KWOK := $(CACHE_DIR)/kwok/$(KWOK_VERSION)/kwok
+# OLM's olm and catalog operators and its CRDs, for the offline OLM install test (test/olm); their own wrapper module.
+OLM_VERSION := v0.42.0
+OLM_DIR := $(CACHE_DIR)/olm/$(OLM_VERSION)
 CONTROLLER_TOOLS_VERSION := v0.23.0
 KUSTOMIZE_VERSION := v5.8.2
 OPERATOR_SDK_VERSION := v1.42.2
@@ -32,10 +47,16 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 PROMETHEUS_OPERATOR_VERSION := $(shell go list -m -f '{{.Version}}' github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring 2>/dev/null)
 MONITORING_CRDS_DIR := $(CACHE_DIR)/crds/prometheus-operator-$(PROMETHEUS_OPERATOR_VERSION)
+# cert-manager's CRDs, generated from its Go types pinned by the wrapper module hack/tools/cert-manager (the
+# operator itself handles Certificates as unstructured); the gnmic Cluster tests load them (testenv.CertManagerCRDDir).
+CERT_MANAGER_VERSION := $(shell cd hack/tools/cert-manager && go list -m -f '{{.Version}}' github.com/cert-manager/cert-manager 2>/dev/null)
+CERT_MANAGER_CRDS_DIR := $(CACHE_DIR)/crds/cert-manager-$(CERT_MANAGER_VERSION)
 
 CONTROLLER_GEN := $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 KUSTOMIZE := $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
 OPERATOR_SDK := $(LOCALBIN)/operator-sdk-$(OPERATOR_SDK_VERSION)
+# The scorecard's own test binary (the image quay.io/operator-framework/scorecard-test runs), for test/bundle.
+SCORECARD_TEST := $(LOCALBIN)/scorecard-test-$(OPERATOR_SDK_VERSION)
 OPM_VERSION := v1.59.0
 OPM := $(LOCALBIN)/opm-$(OPM_VERSION)
 GOLANGCI_LINT := $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
@@ -83,8 +104,12 @@ tidy: ## go mod tidy for the module and the tool modules under hack/tools.
 	go mod tidy
 	@for d in hack/tools/*/; do (cd $$d && go mod tidy); done
 
+.PHONY: helm-chart
+helm-chart: manifests ## Generate the Helm chart charts/quartet-operator from config/ (through config/helm).
+	go run ./hack/helmchart --version $(VERSION)
+
 .PHONY: regenerate
-regenerate: manifests generate protos fmt tidy bundle ## Everything that writes generated files.
+regenerate: manifests generate protos fmt tidy bundle helm-chart ## Everything that writes generated files.
 
 .PHONY: verify
 verify: $(CONTROLLER_GEN) $(GOLANGCI_LINT) $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) ## Regenerate, gofmt, tidy, vet and lint; fail if regeneration changed any file.
@@ -95,7 +120,7 @@ verify: $(CONTROLLER_GEN) $(GOLANGCI_LINT) $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_
 test: verify unit-test ## verify, then every test (unit, fuzz seeds and envtest suites).
 
 .PHONY: unit-test
-unit-test: envtest gnmic ## Run the tests (envtest suites included) without verify.
+unit-test: envtest gnmic prometheus-adapter olm $(OPM) $(SCORECARD_TEST) ## Run the tests (envtest suites included, the OLM install of test/olm too) without verify.
 	hack/ensure-prometheus.sh
 	go test ./... -count=1 -timeout 20m
 
@@ -110,15 +135,36 @@ bench: envtest ## Run the benchmarks under test/bench and print their tables.
 ##@ Local control plane
 
 .PHONY: envtest
-envtest: $(K8S_DIR)/kube-apiserver $(K8S_DIR)/kubectl $(K8S_DIR)/etcd $(MONITORING_CRDS_DIR)/.done ## Build kube-apiserver, etcd and kubectl (cached) and the third-party CRDs tests need.
+envtest: $(addprefix $(K8S_DIR)/,$(K8S_BINARIES)) $(K8S_DIR)/etcd $(KWOK) $(MONITORING_CRDS_DIR)/.done $(CERT_MANAGER_CRDS_DIR)/.done ## Build the control plane (kube-apiserver, controller-manager, scheduler, kubectl, etcd, kwok; cached) and the third-party CRDs tests need.
 	@mkdir -p $(LOCALBIN)
 	@ln -sfn $(K8S_DIR) $(LOCALBIN)/k8s
+	@ln -sfn $(KWOK) $(LOCALBIN)/kwok
 	@ln -sfn $(CACHE_DIR)/crds/prometheus-operator-$(PROMETHEUS_OPERATOR_VERSION) $(LOCALBIN)/crds
 
-$(K8S_DIR)/kube-apiserver $(K8S_DIR)/kubectl &:
+$(addprefix $(K8S_DIR)/,$(K8S_BINARIES)) &:
 	@mkdir -p $(K8S_DIR)
-	@echo "building kube-apiserver and kubectl $(K8S_VERSION) from k8s.io/kubernetes (cached in $(K8S_DIR))"
-	cd hack/tools/k8s && CGO_ENABLED=0 go build -trimpath -ldflags=-s -o $(K8S_DIR)/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
+	@echo "building $(K8S_BINARIES) $(K8S_VERSION) from k8s.io/kubernetes (cached in $(K8S_DIR))"
+	cd hack/tools/k8s && CGO_ENABLED=0 go build -trimpath -ldflags="-s $(K8S_VERSION_LDFLAGS)" -o $(K8S_DIR)/ \
+		$(addprefix k8s.io/kubernetes/cmd/,$(K8S_BINARIES))
+
+$(KWOK):
+	@mkdir -p $(dir $(KWOK))
+	@echo "building kwok $(KWOK_VERSION) from sigs.k8s.io/kwok (cached in $(dir $(KWOK)))"
+	cd hack/tools/kwok && CGO_ENABLED=0 go build -trimpath -ldflags=-s -o $(KWOK).tmp sigs.k8s.io/kwok/cmd/kwok && mv $(KWOK).tmp $(KWOK)
+
+# olm: OLM's two operators and the CRDs of the operator-framework/api version OLM pins, linked as bin/olm.
+.PHONY: olm
+olm: $(OLM_DIR)/.done
+	@mkdir -p $(LOCALBIN) && ln -sfn $(OLM_DIR) $(LOCALBIN)/olm
+
+$(OLM_DIR)/.done:
+	@mkdir -p $(OLM_DIR)/crds
+	@echo "building olm and catalog $(OLM_VERSION) from operator-lifecycle-manager (cached in $(OLM_DIR))"
+	cd hack/tools/olm && CGO_ENABLED=0 go build -trimpath -ldflags=-s -o $(OLM_DIR)/ \
+		github.com/operator-framework/operator-lifecycle-manager/cmd/olm \
+		github.com/operator-framework/operator-lifecycle-manager/cmd/catalog
+	cp "$$(cd hack/tools/olm && go list -m -f '{{.Dir}}' github.com/operator-framework/api)"/crds/*.yaml $(OLM_DIR)/crds/
+	@chmod u+w $(OLM_DIR)/crds/*.yaml && touch $@
 
 $(K8S_DIR)/etcd:
 	@mkdir -p $(K8S_DIR)
@@ -129,6 +175,12 @@ $(MONITORING_CRDS_DIR)/.done: $(CONTROLLER_GEN)
 	@[ -n "$(PROMETHEUS_OPERATOR_VERSION)" ] || { echo "prometheus-operator pkg/apis/monitoring is not in go.mod" >&2; exit 1; }
 	@mkdir -p $(MONITORING_CRDS_DIR)/monitoring
 	$(CONTROLLER_GEN) crd:allowDangerousTypes=true,maxDescLen=0 paths=github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1 output:crd:dir=$(MONITORING_CRDS_DIR)/monitoring
+	@touch $@
+
+$(CERT_MANAGER_CRDS_DIR)/.done: $(CONTROLLER_GEN)
+	@[ -n "$(CERT_MANAGER_VERSION)" ] || { echo "github.com/cert-manager/cert-manager is not in hack/tools/cert-manager/go.mod" >&2; exit 1; }
+	@mkdir -p $(CERT_MANAGER_CRDS_DIR)
+	cd hack/tools/cert-manager && $(CONTROLLER_GEN) crd:maxDescLen=0 paths=github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1 output:crd:dir=$(CERT_MANAGER_CRDS_DIR)
 	@touch $@
 
 .PHONY: dev
@@ -179,6 +231,11 @@ bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) $(OPM) ## Generate and validate t
 	VERSION=$(VERSION) IMG=$(IMG) BUNDLE_IMG=$(BUNDLE_IMG) CHANNELS=$(CHANNELS) DEFAULT_CHANNEL=$(DEFAULT_CHANNEL) \
 		KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) OPM=$(OPM) hack/bundle.sh
 
+.PHONY: release-freeze
+release-freeze: bundle ## Keep this VERSION's bundle in the catalog for good (config/catalog/releases); then bump VERSION.
+	VERSION=$(VERSION) IMG=$(IMG) BUNDLE_IMG=$(BUNDLE_IMG) CHANNELS=$(CHANNELS) DEFAULT_CHANNEL=$(DEFAULT_CHANNEL) \
+		KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) OPM=$(OPM) hack/bundle.sh freeze
+
 .PHONY: bundle-build
 bundle-build: ## Build the bundle image.
 	$(CONTAINER_TOOL) build -f bundle.Dockerfile -t $(BUNDLE_IMG) .
@@ -198,7 +255,7 @@ catalog-push: ## Push the catalog image.
 ##@ Tools (built from Go modules into $(TOOLS_DIR), linked into bin/)
 
 .PHONY: tools
-tools: $(CONTROLLER_GEN) $(KUSTOMIZE) $(OPERATOR_SDK) $(OPM) $(GOLANGCI_LINT) $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) ## Build every tool.
+tools: $(CONTROLLER_GEN) $(KUSTOMIZE) $(OPERATOR_SDK) $(SCORECARD_TEST) $(OPM) $(GOLANGCI_LINT) $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) ## Build every tool.
 
 # go-install-tool builds $(2)@$(3) into the cache as $(1)-$(3) unless it is there, then links bin/$(1)-$(3) and
 # bin/$(1) to it.
@@ -223,6 +280,21 @@ $(GNMIC):
 		cd hack/tools/gnmic && CGO_ENABLED=0 go build -trimpath -ldflags=-s -o "$(TOOLS_DIR)/.gnmic-$(GNMIC_VERSION).tmp" github.com/openconfig/gnmic && \
 		mv "$(TOOLS_DIR)/.gnmic-$(GNMIC_VERSION).tmp" "$(TOOLS_DIR)/gnmic-$(GNMIC_VERSION)"; }
 	@mkdir -p $(LOCALBIN) && ln -sf "$(TOOLS_DIR)/gnmic-$(GNMIC_VERSION)" "$@"
+
+# prometheus-adapter v0.12.0, the external-metrics adapter the autoscaling check in test/hpareal serves the shipped
+# adapter rules (config/components/agentrax-prometheus-adapter) with; its own wrapper module (older k8s.io libraries).
+PROMETHEUS_ADAPTER_VERSION := v0.12.0
+PROMETHEUS_ADAPTER := $(LOCALBIN)/prometheus-adapter-$(PROMETHEUS_ADAPTER_VERSION)
+
+.PHONY: prometheus-adapter
+prometheus-adapter: $(PROMETHEUS_ADAPTER) ## Build prometheus-adapter v0.12.0 from hack/tools/prometheus-adapter (cached; needed by test/hpareal).
+
+$(PROMETHEUS_ADAPTER):
+	@[ -x "$(TOOLS_DIR)/prometheus-adapter-$(PROMETHEUS_ADAPTER_VERSION)" ] || { \
+		echo "building prometheus-adapter $(PROMETHEUS_ADAPTER_VERSION) from hack/tools/prometheus-adapter (cached in $(TOOLS_DIR))"; mkdir -p "$(TOOLS_DIR)"; \
+		cd hack/tools/prometheus-adapter && CGO_ENABLED=0 go build -trimpath -ldflags=-s -o "$(TOOLS_DIR)/.prometheus-adapter-$(PROMETHEUS_ADAPTER_VERSION).tmp" sigs.k8s.io/prometheus-adapter/cmd/adapter && \
+		mv "$(TOOLS_DIR)/.prometheus-adapter-$(PROMETHEUS_ADAPTER_VERSION).tmp" "$(TOOLS_DIR)/prometheus-adapter-$(PROMETHEUS_ADAPTER_VERSION)"; }
+	@mkdir -p $(LOCALBIN) && ln -sf "$(TOOLS_DIR)/prometheus-adapter-$(PROMETHEUS_ADAPTER_VERSION)" "$@"
 
 $(CONTROLLER_GEN):
 	$(call go-install-tool,controller-gen,sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_TOOLS_VERSION))
@@ -260,6 +332,17 @@ $(OPERATOR_SDK):
 		cd hack/tools/operator-sdk && CGO_ENABLED=0 go build -tags containers_image_openpgp -trimpath \
 			-ldflags "$(OPERATOR_SDK_LDFLAGS)" -o "$(TOOLS_DIR)/operator-sdk-$(OPERATOR_SDK_VERSION)" github.com/operator-framework/operator-sdk/cmd/operator-sdk; }
 	@mkdir -p $(LOCALBIN) && ln -sf "$(TOOLS_DIR)/operator-sdk-$(OPERATOR_SDK_VERSION)" "$@" && ln -sf "operator-sdk-$(OPERATOR_SDK_VERSION)" "$(LOCALBIN)/operator-sdk"
+
+# scorecard-test is the binary of operator-sdk's scorecard-test image, from the same wrapper module and version;
+# test/bundle runs it on bundle/ instead of pulling the image.
+.PHONY: scorecard-test
+scorecard-test: $(SCORECARD_TEST)
+$(SCORECARD_TEST):
+	@[ -x "$(TOOLS_DIR)/scorecard-test-$(OPERATOR_SDK_VERSION)" ] || { \
+		echo "building scorecard-test $(OPERATOR_SDK_VERSION) from hack/tools/operator-sdk"; \
+		cd hack/tools/operator-sdk && CGO_ENABLED=0 go build -tags containers_image_openpgp -trimpath \
+			-o "$(TOOLS_DIR)/scorecard-test-$(OPERATOR_SDK_VERSION)" github.com/operator-framework/operator-sdk/images/scorecard-test; }
+	@mkdir -p $(LOCALBIN) && ln -sf "$(TOOLS_DIR)/scorecard-test-$(OPERATOR_SDK_VERSION)" "$@"
 
 # opm (file-based catalogs) comes from the same wrapper module, so it shares operator-sdk's dependency versions.
 OPM_LDFLAGS := -X github.com/operator-framework/operator-registry/cmd/opm/version.opmVersion=$(OPM_VERSION)

@@ -9,21 +9,25 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/quartet-dev/quartet-operator/internal/devdial"
 	"github.com/quartet-dev/quartet-operator/internal/manager"
+	"github.com/quartet-dev/quartet-operator/internal/testenv/devstack"
 )
 
-// devRegistry runs the agentrax MCP registry on a fixed loopback port. No pod runs in `make dev`, so every
-// agent's service host maps to loopback with its own port: an MCP server started locally on spec.port is
-// what the registry discovers.
+// devRegistry runs the agentrax MCP registry on a fixed loopback port. No pod runs in `make dev`, so the
+// connections to every agent's Service go to loopback on the same port (devAgentDialEntries): an MCP server
+// started locally on spec.port is what the registry discovers, under the agent's in-cluster URL.
 type devRegistry struct{ token string }
 
 const devRegistryAddr = "127.0.0.1:9090"
+
+// devAgentDialEntries send every <service>.<namespace>.svc:<port> to 127.0.0.1:<port> (QUARTET_DEV_DIAL_MAP).
+const devAgentDialEntries = "*.svc:*=127.0.0.1"
 
 func newDevRegistry() *devRegistry { return &devRegistry{token: rand.Text()} }
 
 func (d *devRegistry) managerOptions(o *manager.Options) {
 	o.RegistryBindAddress = devRegistryAddr
-	o.RegistryHostMap = "*=127.0.0.1"
 	o.RegistryTokenSecret = "default/agentrax-registry-token"
 }
 
@@ -44,4 +48,16 @@ func (d *devRegistry) help() string {
   curl -s -X POST http://%[1]s/agents -H 'Authorization: Bearer %[2]s' \
     -d '{"namespace":"default","name":"demo","endpoint":"http://127.0.0.1:8080/mcp","tools":["search"]}'
 `, devRegistryAddr, d.token)
+}
+
+// devDialMap is the one map of in-cluster peer addresses to local processes the manager of `make dev` dials
+// through: the sample Cluster's collector pods, then every agent Service on loopback.
+func devDialMap(collectors *devstack.Collectors) (*devdial.Map, error) {
+	m := &devdial.Map{}
+	for _, entries := range []string{collectors.DialEntries(), devAgentDialEntries} {
+		if err := m.Add(entries); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
 }

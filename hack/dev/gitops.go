@@ -20,6 +20,7 @@ import (
 	"github.com/quartet-dev/quartet-operator/internal/gitops/runner"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/source"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/stage"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/tenancy"
 	"github.com/quartet-dev/quartet-operator/internal/operator"
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
 )
@@ -155,7 +156,7 @@ func gitopsTenant(ctx context.Context, c client.Client, repoURL string) error {
 			Labels: map[string]string{pipeline.LabelType: pipeline.TypeSourceTarget}},
 			Data: map[string]string{"repo-url": repoURL, "ref": "main", "path": "deploy"}},
 	}
-	for sa, verbs := range map[string][]string{"provisioner": {"create", "patch", "update"}, "pruner": {"delete"}} {
+	for sa, verbs := range map[string][]string{"provisioner": tenancy.ProvisionerVerbs, "pruner": tenancy.PrunerVerbs} {
 		subj := []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}}
 		objs = append(objs,
 			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}},

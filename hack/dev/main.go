@@ -1,29 +1,23 @@
-// Command dev is `make dev`: it starts an embedded kube-apiserver and etcd on loopback with every CRD and webhook
-// configuration, runs the operator's manager against it with the webhooks served locally, applies
-// config/samples, and prints how to reach it. Ctrl-C tears everything down.
+// Command dev is `make dev`: it starts the cluster-grade local control plane on loopback (etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler and kwok's simulated nodes) with every CRD and webhook configuration, runs
+// the operator's manager against it with the webhooks served locally, applies config/samples, waits until they
+// converge, and prints how to reach it. Ctrl-C tears everything down.
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
-
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
+	"time"
 
 	"github.com/quartet-dev/quartet-operator/internal/manager"
 	"github.com/quartet-dev/quartet-operator/internal/telemetry"
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
+	"github.com/quartet-dev/quartet-operator/internal/testenv/devstack"
 )
 
 func main() {
@@ -41,23 +35,35 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	collector, err := startDevCollector()
-	if err != nil {
-		return err
+	var collectors *devstack.Collectors
+	if os.Getenv("QUARTET_DEV_GNMIC_COLLECTOR") != "false" {
+		if collectors, err = devstack.StartCollectors(3); err != nil {
+			return err
+		}
+		defer collectors.Close()
 	}
-	defer collector.close()
 
 	root := testenv.RepoRoot()
-	fleet, err := startDevFleet(root)
+	fleet, err := devstack.StartFleet(filepath.Join(root, ".dev"), envOr("FLEET_DEV_ADDR", "127.0.0.1:8444"),
+		envOr("FLEET_DEV_SOURCE_ADDR", "127.0.0.1:8445"))
 	if err != nil {
 		return err
 	}
-	defer fleet.close()
+	defer fleet.Close()
 
-	fmt.Println("make dev: starting kube-apiserver and etcd on loopback …")
+	fmt.Println("make dev: starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok on loopback …")
 	reg := newDevRegistry()
+	dial, err := devDialMap(collectors)
+	if err != nil {
+		return err
+	}
 	env, err := testenv.Start(testenv.Options{Controllers: testenv.AllControllers(), Logger: &logger,
-		Manager: func(o *manager.Options) { fleet.managerOptions(o); reg.managerOptions(o) }})
+		Cluster: &testenv.ClusterOptions{},
+		Manager: func(o *manager.Options) {
+			fleet.ManagerOptions(o)
+			reg.managerOptions(o)
+			o.DevDialMap = dial
+		}})
 	if err != nil {
 		return err
 	}
@@ -72,23 +78,20 @@ func run() error {
 	if err := writeKubeconfig(env, kubeconfig); err != nil {
 		return err
 	}
-	if err := applyDevInventory(ctx, env.Client); err != nil {
+	if err := devstack.ApplyInventory(ctx, env.Client, "make-dev"); err != nil {
 		return err
 	}
-	if err := fleet.createSecret(ctx, env.Client); err != nil {
+	if err := fleet.CreateSecret(ctx, env.Client); err != nil {
 		return err
 	}
 	if err := reg.createSecret(ctx, env.Client); err != nil {
 		return err
 	}
-	applied, err := applySamples(ctx, env.Client, filepath.Join(root, "config", "samples"))
+	applied, err := testenv.ApplySamples(ctx, env.Client, filepath.Join(root, "config", "samples"), "default", "make-dev")
 	if err != nil {
 		return err
 	}
-	if err := fleet.applyDevSync(ctx, env.Client); err != nil {
-		return err
-	}
-	if err := collector.attach(ctx, env.Client); err != nil {
+	if err := fleet.ApplyDevSync(ctx, env.Client); err != nil {
 		return err
 	}
 	gitopsInfo, stopGitops, err := startGitops(ctx, env, filepath.Join(root, ".dev", "gitops"))
@@ -96,7 +99,15 @@ func run() error {
 		return err
 	}
 	defer stopGitops()
+	reached := func(what string, after time.Duration) {
+		fmt.Printf("make dev: %s (%s)\n", what, after.Round(100*time.Millisecond))
+	}
+	if missing := devstack.WaitConverged(ctx, env.Client, 3*time.Minute, reached); len(missing) > 0 {
+		fmt.Fprintf(os.Stderr, "make dev: not converged after 3m: %v (see the objects' conditions; cluster logs in %s)\n",
+			missing, env.Cluster.LogDir())
+	}
 	fmt.Print(gitopsInfo)
+	fmt.Print(collectorsHelp(collectors))
 	fmt.Printf(`
 make dev: the operator is running with every controller and webhook (%d samples applied).
 
@@ -104,6 +115,7 @@ make dev: the operator is running with every controller and webhook (%d samples 
   bin/k8s/kubectl get targets,targetprofiles,targetsources -A
   bin/k8s/kubectl get tenantquotas,agentdeployments,deployments,services,hpa,podmonitors
   bin/k8s/kubectl get tenants,platforms -A   # gitops: the team-demo Tenant and the Platform's stages
+  bin/k8s/kubectl get nodes,pods -A          # simulated nodes (kwok) and the pods the real controllers made
 
 Try a bad object (the webhook rejects it and names the field):
 
@@ -117,7 +129,7 @@ Try a bad object (the webhook rejects it and names the field):
 %s
 %s
 Ctrl-C stops everything.
-`, applied, kubeconfig, fleet.help(), reg.help())
+`, applied, kubeconfig, fleetHelp(fleet), reg.help())
 	<-ctx.Done()
 	return nil
 }
@@ -131,69 +143,6 @@ func writeKubeconfig(env *testenv.Env, path string) error {
 		return err
 	}
 	return os.WriteFile(path, data, 0o600)
-}
-
-// applySamples server-side applies every object of the sample files (namespaced ones into the default namespace), in the order
-// config/samples/kustomization.yaml lists them (profiles before the Targets that use them).
-func applySamples(ctx context.Context, c client.Client, dir string) (int, error) {
-	data, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
-	if err != nil {
-		return 0, err
-	}
-	var kustomization struct {
-		Resources []string `json:"resources"`
-	}
-	if err := yaml.Unmarshal(data, &kustomization); err != nil {
-		return 0, fmt.Errorf("reading %s/kustomization.yaml: %w", dir, err)
-	}
-	applied := 0
-	for _, name := range kustomization.Resources {
-		file := filepath.Join(dir, name)
-		objs, err := readObjects(file)
-		if err != nil {
-			return applied, err
-		}
-		for _, u := range objs {
-			if u.GetNamespace() == "" {
-				// Cluster-scoped samples (Tenant) stay without a namespace.
-				namespaced, err := c.IsObjectNamespaced(u)
-				if err != nil {
-					return applied, fmt.Errorf("%s %s from %s: %w", u.GetKind(), u.GetName(), file, err)
-				}
-				if namespaced {
-					u.SetNamespace("default")
-				}
-			}
-			if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
-				client.FieldOwner("make-dev"), client.ForceOwnership); err != nil {
-				return applied, fmt.Errorf("applying %s %s from %s: %w", u.GetKind(), u.GetName(), file, err)
-			}
-			ctrl.Log.Info("applied sample", "kind", u.GetKind(), "name", u.GetName())
-			applied++
-		}
-	}
-	return applied, nil
-}
-
-func readObjects(file string) ([]*unstructured.Unstructured, error) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	var objs []*unstructured.Unstructured
-	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := decoder.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return objs, nil
-			}
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		if len(u.Object) > 0 {
-			objs = append(objs, u)
-		}
-	}
 }
 
 func envOr(key, fallback string) string {

@@ -21,14 +21,14 @@ func TestMain(m *testing.M) {
 func TestEverySampleIsAdmitted(t *testing.T) {
 	g := NewWithT(t)
 	dir := filepath.Join(testenv.RepoRoot(), "config", "samples")
-	applied, err := applySamples(context.Background(), env.Client, dir)
+	applied, err := testenv.ApplySamples(context.Background(), env.Client, dir, "default", "make-dev")
 	g.Expect(err).NotTo(HaveOccurred())
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(applied).To(BeNumerically(">=", len(files)-1), "every sample file listed in kustomization.yaml is applied")
 
 	// Applying again is a no-op for the API server, as `make dev` restarts rely on.
-	again, err := applySamples(context.Background(), env.Client, dir)
+	again, err := testenv.ApplySamples(context.Background(), env.Client, dir, "default", "make-dev")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(again).To(Equal(applied))
 }

@@ -11,8 +11,13 @@ import (
 	"sync"
 )
 
-// KubernetesVersion is the version of kube-apiserver, etcd's pairing and kubectl that `make envtest` builds.
+// KubernetesVersion is the version of kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and etcd's
+// pairing that `make envtest` builds.
 const KubernetesVersion = "1.37.2"
+
+// k8sCacheDir is where `make envtest` keeps those binaries: "-stamped" because they report their release version
+// (older caches held unstamped builds that report v0.0.0).
+func k8sCacheDir() string { return filepath.Join(CacheDir(), "k8s", KubernetesVersion+"-stamped") }
 
 // RepoRoot returns the repository's top directory, found from this source file so that tests started from an
 // IDE (any working directory) find it too.
@@ -38,7 +43,7 @@ func BinaryAssetsDir() (string, error) {
 	candidates := []string{
 		os.Getenv("KUBEBUILDER_ASSETS"),
 		filepath.Join(RepoRoot(), "bin", "k8s"),
-		filepath.Join(CacheDir(), "k8s", KubernetesVersion),
+		k8sCacheDir(),
 	}
 	for _, dir := range candidates {
 		if dir == "" {
@@ -51,7 +56,7 @@ func BinaryAssetsDir() (string, error) {
 		}
 	}
 	return "", errors.New("kube-apiserver and etcd not found in $KUBEBUILDER_ASSETS, bin/k8s or " +
-		filepath.Join(CacheDir(), "k8s", KubernetesVersion) + ": run `make envtest` first")
+		k8sCacheDir() + ": run `make envtest` first")
 }
 
 // ThirdPartyCRDPaths returns the CRD files of the other projects our controllers use: Gateway API's standard
@@ -88,6 +93,20 @@ func ThirdPartyCRDPaths() ([]string, error) {
 	return paths, nil
 }
 
+// CertManagerCRDDir is where `make envtest` generates cert-manager's CRDs (Certificate, CertificateRequest,
+// Issuer, ClusterIssuer) from its Go types, for the version pinned by hack/tools/cert-manager. Tests that use
+// them add it to Options.ExtraCRDPaths; a missing directory fails the start with the path.
+func CertManagerCRDDir() string {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "github.com/cert-manager/cert-manager")
+	cmd.Dir = filepath.Join(RepoRoot(), "hack", "tools", "cert-manager")
+	out, err := cmd.Output()
+	version := strings.TrimSpace(string(out))
+	if err != nil || version == "" {
+		version = "unknown"
+	}
+	return filepath.Join(CacheDir(), "crds", "cert-manager-"+version)
+}
+
 var moduleDirs sync.Map
 
 // moduleDir asks the go command where a dependency of this module is unpacked.
@@ -107,4 +126,21 @@ func moduleDir(module string) (string, error) {
 	}
 	moduleDirs.Store(module, dir)
 	return dir, nil
+}
+
+// KwokVersion is the kwok release `make envtest` builds for the simulated nodes of cluster mode.
+const KwokVersion = "v0.8.0"
+
+// KwokBinary finds kwok: bin/kwok (the symlink `make envtest` creates), then the cache directory.
+func KwokBinary() (string, error) {
+	for _, path := range []string{
+		filepath.Join(RepoRoot(), "bin", "kwok"),
+		filepath.Join(CacheDir(), "kwok", KwokVersion, "kwok"),
+	} {
+		if _, err := os.Stat(path); err == nil {
+			return path, nil
+		}
+	}
+	return "", errors.New("kwok not found in bin/kwok or " + filepath.Join(CacheDir(), "kwok", KwokVersion) +
+		": run `make envtest` first")
 }

@@ -36,6 +36,14 @@ type Options struct {
 	Clock clock.PassiveClock
 	// Manager, when set, adjusts the manager's options (e.g. the Fleet API URL) before it is built.
 	Manager func(*manager.Options)
+	// Cluster, when set, runs Kubernetes' own controllers, a scheduler and simulated nodes beside the API server
+	// (see ClusterOptions). Unset starts kube-apiserver and etcd alone.
+	Cluster *ClusterOptions
+	// WithoutOperator leaves the operator's own CRDs and webhook configurations out (third-party CRDs stay), for a
+	// test where an installer such as OLM creates them. Controllers must then be empty.
+	WithoutOperator bool
+	// ExtraCRDPaths are more CRD files or directories to install (e.g. OLM's).
+	ExtraCRDPaths []string
 }
 
 // Env is a running control plane, with a client and, when controllers were chosen, a manager.
@@ -46,6 +54,8 @@ type Env struct {
 	Client client.Client
 	// Manager runs the chosen controllers and serves the webhooks; nil when no controller was chosen.
 	Manager ctrl.Manager
+	// Cluster is the cluster-grade part of the control plane; nil unless Options.Cluster was set.
+	Cluster *Cluster
 
 	env         *envtest.Environment
 	cancel      context.CancelFunc
@@ -74,34 +84,58 @@ func Start(opts Options) (*Env, error) {
 		return nil, err
 	}
 	root := RepoRoot()
+	crds := append(append([]string{filepath.Join(root, "config", "crd", "bases")}, thirdParty...), opts.ExtraCRDPaths...)
+	webhooks := envtest.WebhookInstallOptions{Paths: []string{filepath.Join(root, "config", "webhook", "manifests.yaml")}}
+	if opts.WithoutOperator {
+		if len(opts.Controllers) > 0 {
+			return nil, errors.New("testenv: WithoutOperator runs no controllers")
+		}
+		crds = append(append([]string(nil), thirdParty...), opts.ExtraCRDPaths...)
+		webhooks = envtest.WebhookInstallOptions{}
+	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     append([]string{filepath.Join(root, "config", "crd", "bases")}, thirdParty...),
+		CRDDirectoryPaths:     crds,
 		ErrorIfCRDPathMissing: true,
-		WebhookInstallOptions: envtest.WebhookInstallOptions{
-			Paths: []string{filepath.Join(root, "config", "webhook", "manifests.yaml")},
-		},
-		Scheme: operator.NewScheme(),
+		WebhookInstallOptions: webhooks,
+		Scheme:                operator.NewScheme(),
 		// A loaded two-core machine can take well over the 20s default to bring kube-apiserver up.
 		ControlPlaneStartTimeout: 3 * time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,
 	}
 	// envtest's default Service range (10.0.0.0/24) holds 253 Services; the agentrax benchmark alone creates 500.
-	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
+	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", ServiceCIDR)
+	var cluster *Cluster
+	if opts.Cluster != nil {
+		if cluster, err = prepareCluster(env, *opts.Cluster); err != nil {
+			return nil, err
+		}
+	}
+	started := time.Now()
 	cfg, err := env.Start()
 	if err != nil {
+		if cluster != nil {
+			err = errors.Join(err, cluster.cleanup())
+		}
 		return nil, fmt.Errorf("starting the control plane from %s: %w", assets, err)
 	}
-	e := &Env{Config: cfg, env: env}
+	e := &Env{Config: cfg, env: env, Cluster: cluster}
 	if e.Client, err = client.New(cfg, client.Options{Scheme: env.Scheme}); err != nil {
-		return nil, errors.Join(err, env.Stop())
+		return nil, errors.Join(err, e.stopControlPlane())
+	}
+	if cluster != nil {
+		if err := cluster.start(env, e.Client); err != nil {
+			return nil, errors.Join(err, e.stopControlPlane())
+		}
+		logf.Log.WithName("testenv").Info("cluster-grade control plane ready", "took", time.Since(started).String(),
+			"logs", cluster.LogDir())
 	}
 	if len(opts.Controllers) == 0 {
 		return e, nil
 	}
 	e.controllers, e.adjust, e.clock = opts.Controllers, opts.Manager, opts.Clock
 	if err := e.startManager(opts.Controllers); err != nil {
-		return nil, errors.Join(err, env.Stop())
+		return nil, errors.Join(err, e.stopControlPlane())
 	}
 	return e, nil
 }
@@ -187,8 +221,17 @@ func (e *Env) Stop() error {
 			errs = append(errs, fmt.Errorf("manager: %w", err))
 		}
 	}
-	errs = append(errs, e.env.Stop())
+	errs = append(errs, e.stopControlPlane())
 	return errors.Join(errs...)
+}
+
+// stopControlPlane stops the cluster's processes, then the API server and etcd.
+func (e *Env) stopControlPlane() error {
+	var errs []error
+	if e.Cluster != nil {
+		errs = append(errs, e.Cluster.stop())
+	}
+	return errors.Join(append(errs, e.env.Stop())...)
 }
 
 // Main is a TestMain body: it starts an Env with opts, stores it in *env, runs the package's tests and stops it.

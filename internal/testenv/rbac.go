@@ -1,0 +1,51 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/quartet-dev/quartet-operator/internal/gitops/platform"
+)
+
+// ShippedRolesFile holds the gitops stages' ClusterRoles that an install ships and every Platform binds.
+const ShippedRolesFile = "config/rbac/katastroma_stage_roles.yaml"
+
+// ShippedClusterRoles reads ShippedRolesFile and names each role as an install does, with config/default's
+// namePrefix (the control plane of a test does not install config/rbac).
+func ShippedClusterRoles() ([]*rbacv1.ClusterRole, error) {
+	objs, err := ReadObjects(filepath.Join(RepoRoot(), ShippedRolesFile))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*rbacv1.ClusterRole, 0, len(objs))
+	for _, u := range objs {
+		cr := &rbacv1.ClusterRole{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, cr); err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", ShippedRolesFile, u.GetName(), err)
+		}
+		cr.Name = platform.ShippedNamePrefix + cr.Name
+		out = append(out, cr)
+	}
+	return out, nil
+}
+
+// ApplyShippedClusterRoles creates the shipped ClusterRoles, as an install would; existing ones are kept, so
+// every test of a package may call it.
+func ApplyShippedClusterRoles(ctx context.Context, c client.Client) error {
+	roles, err := ShippedClusterRoles()
+	if err != nil {
+		return err
+	}
+	for _, cr := range roles {
+		if err := c.Create(ctx, cr); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating ClusterRole %s: %w", cr.Name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,207 @@
+package testenv
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ServicePort names one port of a Service.
+type ServicePort struct {
+	Namespace, Name string
+	Port            int32
+}
+
+func (s ServicePort) String() string { return fmt.Sprintf("%s.%s.svc:%d", s.Name, s.Namespace, s.Port) }
+
+// ServiceRouter lets the API server reach Services whose pods are simulated. kube-apiserver sends its "cluster"
+// egress (webhook calls, aggregated APIs, the service proxy) through this HTTP CONNECT proxy
+// (--egress-selector-config-file); the proxy maps the Service ClusterIP:port the API server resolved to the local
+// listener a test registered with Route. EndpointSlices cannot hold loopback addresses, so this is the one place
+// where a Service of the simulated cluster meets a local process. Loopback destinations (envtest's URL-configured
+// webhooks) pass through unchanged; anything else is refused with 502 naming the destination.
+type ServiceRouter struct {
+	ln     net.Listener
+	server *http.Server
+
+	mu     sync.Mutex
+	routes map[ServicePort]string
+	byIP   map[string]ServicePort // ClusterIP:port → Service port, filled on demand
+	reader client.Reader
+}
+
+// startServiceRouter listens on a Unix socket in dir: kube-apiserver's HTTP CONNECT egress over TCP insists on
+// TLS (it dereferences a nil TLS configuration for an http:// URL in 1.37), over a Unix socket it speaks plain.
+func startServiceRouter(dir string) (*ServiceRouter, error) {
+	ln, err := net.Listen("unix", filepath.Join(dir, "egress.sock"))
+	if err != nil {
+		return nil, err
+	}
+	r := &ServiceRouter{ln: ln, routes: map[ServicePort]string{}, byIP: map[string]ServicePort{}}
+	r.server = &http.Server{Handler: http.HandlerFunc(r.serveConnect), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = r.server.Serve(ln) }()
+	return r, nil
+}
+
+// Route sends the API server's connections to the Service port to local (host:port).
+func (r *ServiceRouter) Route(svc ServicePort, local string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.routes[svc] = local
+}
+
+// Unroute removes a route: the API server's connections to that Service port fail again.
+func (r *ServiceRouter) Unroute(svc ServicePort) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.routes, svc)
+}
+
+// writeEgressConfig writes the EgressSelectorConfiguration that points the API server's cluster egress here.
+func (r *ServiceRouter) writeEgressConfig(dir string) (string, error) {
+	path := filepath.Join(dir, "egress-selector.yaml")
+	data := fmt.Sprintf(`apiVersion: apiserver.k8s.io/v1beta1
+kind: EgressSelectorConfiguration
+egressSelections:
+- name: cluster
+  connection:
+    proxyProtocol: HTTPConnect
+    transport:
+      uds:
+        udsName: %s
+`, r.ln.Addr())
+	return path, os.WriteFile(path, []byte(data), 0o600)
+}
+
+func (r *ServiceRouter) close() { _ = r.server.Close() }
+
+func (r *ServiceRouter) serveConnect(w http.ResponseWriter, req *http.Request) {
+	if req.Method != http.MethodConnect {
+		http.Error(w, "only CONNECT is served", http.StatusMethodNotAllowed)
+		return
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), 10*time.Second)
+	defer cancel()
+	local, err := r.destination(ctx, req.Host)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	upstream, err := (&net.Dialer{}).DialContext(ctx, "tcp", local)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("%s routes to %s: %v", req.Host, local, err), http.StatusBadGateway)
+		return
+	}
+	conn, buffered, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		_ = upstream.Close()
+		return
+	}
+	if _, err := conn.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
+		_ = conn.Close()
+		_ = upstream.Close()
+		return
+	}
+	pipe(conn, buffered, upstream)
+}
+
+// destination maps the CONNECT target to a local address.
+func (r *ServiceRouter) destination(ctx context.Context, target string) (string, error) {
+	host, port, err := net.SplitHostPort(target)
+	if err != nil {
+		return "", fmt.Errorf("CONNECT target %q: %w", target, err)
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return target, nil
+	}
+	if local, ok := r.lookup(target); ok {
+		return local, nil
+	}
+	if err := r.refresh(ctx); err != nil {
+		return "", fmt.Errorf("resolving %s to a Service: %w", target, err)
+	}
+	if local, ok := r.lookup(target); ok {
+		return local, nil
+	}
+	r.mu.Lock()
+	svc, known := r.byIP[net.JoinHostPort(host, port)]
+	r.mu.Unlock()
+	if known {
+		return "", fmt.Errorf("service %s (%s) has no local route: register one with ServiceRouter.Route", svc, target)
+	}
+	return "", fmt.Errorf("%s is no Service port of this cluster", target)
+}
+
+func (r *ServiceRouter) lookup(target string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	svc, ok := r.byIP[target]
+	if !ok {
+		return "", false
+	}
+	local, ok := r.routes[svc]
+	return local, ok
+}
+
+// refresh rebuilds the ClusterIP index from the API server (on a miss only: connections are long-lived).
+func (r *ServiceRouter) refresh(ctx context.Context) error {
+	r.mu.Lock()
+	reader := r.reader
+	r.mu.Unlock()
+	if reader == nil {
+		return fmt.Errorf("the control plane is not up yet")
+	}
+	var services corev1.ServiceList
+	if err := reader.List(ctx, &services); err != nil {
+		return err
+	}
+	byIP := map[string]ServicePort{}
+	for _, s := range services.Items {
+		for _, ip := range s.Spec.ClusterIPs {
+			if ip == "" || ip == corev1.ClusterIPNone {
+				continue
+			}
+			for _, p := range s.Spec.Ports {
+				byIP[net.JoinHostPort(ip, strconv.Itoa(int(p.Port)))] = ServicePort{s.Namespace, s.Name, p.Port}
+			}
+		}
+	}
+	r.mu.Lock()
+	r.byIP = byIP
+	r.mu.Unlock()
+	return nil
+}
+
+// pipe copies both ways until either side closes.
+func pipe(client net.Conn, buffered *bufio.ReadWriter, upstream net.Conn) {
+	done := make(chan struct{}, 2)
+	go func() {
+		_, _ = io.Copy(upstream, buffered)
+		if tcp, ok := upstream.(*net.TCPConn); ok {
+			_ = tcp.CloseWrite()
+		}
+		done <- struct{}{}
+	}()
+	go func() {
+		_, _ = io.Copy(client, upstream)
+		if tcp, ok := client.(*net.TCPConn); ok {
+			_ = tcp.CloseWrite()
+		}
+		done <- struct{}{}
+	}()
+	<-done
+	<-done
+	_ = client.Close()
+	_ = upstream.Close()
+}
