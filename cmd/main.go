@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -28,16 +29,16 @@ func main() {
 }
 
 func run() error {
-	opts := manager.DefaultOptions()
-	fs := flag.NewFlagSet(os.Args[0], flag.ContinueOnError)
-	opts.BindFlags(fs)
-	logLevel := fs.String("log-level", "info", "Log verbosity: debug, info, error, or a number (higher is more verbose).")
-	otlpEndpoint := fs.String("otlp-endpoint", "", "OTLP/gRPC endpoint for traces (URL or host:port). "+
-		"Empty uses OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT; with neither, tracing is off.")
-	if err := fs.Parse(os.Args[1:]); err != nil {
+	// Every flag can also come from its QUARTET_* variable: OLM's Subscription can set env, never args.
+	cl, err := manager.ParseCommandLine(os.Args[0], os.Args[1:], os.Environ(), os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
 		return err
 	}
-	logger, err := telemetry.NewLogger(*logLevel, false)
+	opts := cl.Options
+	logger, err := telemetry.NewLogger(cl.LogLevel, false)
 	if err != nil {
 		return err
 	}
@@ -47,7 +48,7 @@ func run() error {
 	defer stop()
 
 	shutdownTracing, err := telemetry.SetupTracing(ctx, telemetry.TracingOptions{
-		Endpoint: *otlpEndpoint, ServiceName: "quartet-operator", Version: version,
+		Endpoint: cl.OTLPEndpoint, ServiceName: "quartet-operator", Version: version,
 	})
 	if err != nil {
 		return err

@@ -5,7 +5,6 @@ package manager
 import (
 	"context"
 	"crypto/tls"
-	"flag"
 	"fmt"
 	"net/netip"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,9 +24,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/quartet-dev/quartet-operator/internal/devdial"
 	"github.com/quartet-dev/quartet-operator/internal/netguard"
 	"github.com/quartet-dev/quartet-operator/internal/operator"
-	"github.com/quartet-dev/quartet-operator/internal/registry"
+	"github.com/quartet-dev/quartet-operator/internal/webhookcert"
 )
 
 // Options are the manager's settings; every field has a flag.
@@ -45,7 +46,14 @@ type Options struct {
 	WebhookHost    string
 	WebhookPort    int
 	WebhookCertDir string
-	EnableHTTP2    bool
+	// WebhookCertSecret, when set, makes the manager generate and renew its own webhook certificate, kept in this
+	// Secret of the pod's namespace (internal/webhookcert); WebhookService and Webhook*Configurations name the
+	// Service the certificate is for and the webhook configurations whose caBundle it fills.
+	WebhookCertSecret               string
+	WebhookService                  string
+	WebhookValidatingConfigurations []string
+	WebhookMutatingConfigurations   []string
+	EnableHTTP2                     bool
 
 	KubeAPIQPS   float64
 	KubeAPIBurst int
@@ -65,6 +73,11 @@ type Options struct {
 	Clock clock.PassiveClock
 	// GPUResourceName is the extended resource agentrax counts against TenantQuota maxGPUs.
 	GPUResourceName string
+	// GNMIc* configure the gnmic Cluster controller's collector follow-up (operator.GNMIcSettings).
+	GNMIcPollInterval     time.Duration
+	GNMIcReconnectBackoff time.Duration
+	GNMIcClusterDomain    string
+	GNMIcCertificateWait  time.Duration
 	// PrometheusURL is where agentrax canary analysis queries Prometheus; empty leaves canaries unjudged (held).
 	PrometheusURL string
 	// PrometheusFailsafeTimeout is how long Prometheus may be unreachable during a canary pause before rollback.
@@ -88,6 +101,12 @@ type Options struct {
 	// EnforceCrossNamespaceDiscoveryAuthz makes discovery admission check, with a SubjectAccessReview, that the
 	// requester may create the discovered kind in spec.targetNamespace.
 	EnforceCrossNamespaceDiscoveryAuthz bool
+	// EnforceSecretUseAuthz makes admission of a fleet CR that names a Secret check, with a SubjectAccessReview,
+	// that the requester may get that Secret.
+	EnforceSecretUseAuthz bool
+	// FleetClusterID identifies this cluster in the ownership marker of Fleet pipelines; empty means the UID of
+	// the kube-system namespace.
+	FleetClusterID string
 	// SyncTargetRate and SyncTargetBurst size the per-host rate limiter of ExternalAttributeSync HTTP sources.
 	SyncTargetRate  float64
 	SyncTargetBurst int
@@ -102,18 +121,26 @@ type Options struct {
 	// RegistryNamespace holds ConfigMap agentrax-registry; empty means POD_NAMESPACE, else the in-cluster
 	// ServiceAccount's namespace, else the leader election namespace.
 	RegistryNamespace string
-	// RegistryTTL is the default entry TTL; zero means AGENTRAX_REGISTRY_TTL, else 90s.
+	// RegistryTTL is the default entry TTL; zero means 90s.
 	RegistryTTL            time.Duration
 	RegistryHealthInterval time.Duration
-	RegistryTokenSecret    string
-	RegistryWriters        []string
-	RegistryClusterWriters []string
-	RegistryTokenAudience  string
-	RegistryHostMap        string
+	// RegistryRelistInterval is how often registered agents' tools are listed again (0: 10m, <0: never).
+	RegistryRelistInterval time.Duration
+	// RegistryListenToolChanges keeps one notification stream per agent whose server offers
+	// tools.listChanged and re-lists on each announcement.
+	RegistryListenToolChanges bool
+	RegistryTokenSecret       string
+	RegistryWriters           []string
+	RegistryClusterWriters    []string
+	RegistryTokenAudience     string
 	// RegistrySweepInterval and RegistryListening are for tests (no flag): a shorter sweep, and the bound
 	// address of the registry API when it binds port 0.
 	RegistrySweepInterval time.Duration
 	RegistryListening     func(addr string)
+
+	// DevDialMap, when set, is the map of in-cluster peer addresses to local ones (tests and an in-process
+	// `make dev` only; no flag): QUARTET_DEV_DIAL_MAP's entries are added to it. See internal/devdial.
+	DevDialMap *devdial.Map
 
 	// SkipControllerNameValidation lets a process build more than one manager with the same controllers (tests
 	// that restart the manager).
@@ -145,133 +172,26 @@ func DefaultOptions() Options {
 		DiscoveryConcurrency:       1,
 		// On by default: without it anyone allowed to create a discovery could fill any namespace with CRs.
 		EnforceCrossNamespaceDiscoveryAuthz: true,
+		EnforceSecretUseAuthz:               true,
 		SyncTargetRate:                      1,
 		SyncTargetBurst:                     5,
 		RegistryBindAddress:                 ":9090",
 		RegistryTokenAudience:               "agentrax-registry",
+		RegistryListenToolChanges:           true,
 	}
 }
 
-// BindFlags registers a flag for every option, with the current values as defaults.
-func (o *Options) BindFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress,
-		"Address the metrics endpoint binds to; \"0\" disables it.")
-	fs.BoolVar(&o.SecureMetrics, "metrics-secure", o.SecureMetrics,
-		"Serve metrics over HTTPS with authentication and authorization (TokenReview/SubjectAccessReview).")
-	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress,
-		"Address the /healthz and /readyz probes bind to.")
-	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", o.PprofBindAddress,
-		"Address net/http/pprof binds to (profiling); empty disables it. Bind it to loopback: it is not authenticated.")
-	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect,
-		"Elect a leader so that only one replica runs the controllers (webhooks run on every replica).")
-	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader election Lease.")
-	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace,
-		"Namespace of the leader election Lease; empty uses the pod's namespace.")
-	fs.BoolVar(&o.EnableWebhooks, "enable-webhooks", o.EnableWebhooks, "Serve the admission webhooks.")
-	fs.StringVar(&o.WebhookHost, "webhook-host", o.WebhookHost, "Address the webhook server binds to; empty means all.")
-	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Port of the webhook server.")
-	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", o.WebhookCertDir,
-		"Directory with tls.crt and tls.key for the webhook server; empty uses controller-runtime's default.")
-	fs.BoolVar(&o.EnableHTTP2, "enable-http2", o.EnableHTTP2,
-		"Allow HTTP/2 on the metrics and webhook servers (off by default: HTTP/2 rapid-reset and stream-cancellation CVEs).")
-	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS,
-		"Client-side queries per second to the API server; a negative value leaves flow control to the server.")
-	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client-side burst to the API server.")
-	fs.Var(listFlag{&o.Groups}, "groups", "Comma-separated API groups whose controllers run: "+
-		strings.Join(operator.Groups, ",")+".")
-	fs.Var(listFlag{&o.Controllers}, "controllers",
-		"Comma-separated controller names (e.g. gnmic-target) to run; empty runs every controller of the enabled groups.")
-	fs.Var(listFlag{&o.WatchNamespaces}, "watch-namespaces",
-		"Comma-separated namespaces to watch; empty watches all namespaces.")
-	fs.StringVar(&o.APIBindAddress, "api-bind-address", o.APIBindAddress,
-		"Address of the operator's HTTP API (TargetSource refresh), served by every replica; empty disables it.")
-	fs.IntVar(&o.TargetSourceConcurrency, "targetsource-concurrency", o.TargetSourceConcurrency,
-		"How many TargetSources are reconciled at once.")
-	fs.IntVar(&o.AgentDeploymentConcurrency, "agentdeployment-concurrency", o.AgentDeploymentConcurrency,
-		"How many AgentDeployments are reconciled at once (each reconcile is a few sequential API calls).")
-	fs.StringVar(&o.GPUResourceName, "gpu-resource-name", o.GPUResourceName,
-		"Extended resource counted as GPUs against agentrax TenantQuota maxGPUs (limits[name] × replicas.max).")
-	fs.StringVar(&o.PrometheusURL, "prometheus-url", o.PrometheusURL,
-		"Prometheus base URL agentrax canary analysis queries (e.g. http://prometheus.monitoring.svc:9090); empty holds every canary pause as inconclusive.")
-	fs.DurationVar(&o.PrometheusFailsafeTimeout, "prometheus-failsafe-timeout", o.PrometheusFailsafeTimeout,
-		"How long Prometheus may stay unreachable during a canary pause before the canary is rolled back.")
-	fs.DurationVar(&o.CanaryAnalysisInterval, "canary-analysis-interval", o.CanaryAnalysisInterval,
-		"How often a canary pause re-evaluates the canary against Prometheus.")
-	fs.StringVar(&o.FleetCredentialsSecret, "fleet-credentials-secret", o.FleetCredentialsSecret,
-		"namespace/name of the Secret with the Fleet Management API base-url, username and password (optional ca.crt).")
-	fs.StringVar(&o.FleetAPIURL, "fleet-api-url", o.FleetAPIURL,
-		"Fleet Management API URL (https); overrides the Secret's base-url.")
-	fs.Float64Var(&o.FleetAPIRPS, "fleet-api-rps", o.FleetAPIRPS,
-		"Fleet Management API requests per second, one token bucket shared by every fleet controller.")
-	fs.IntVar(&o.FleetAPIBurst, "fleet-api-burst", o.FleetAPIBurst, "Fleet Management API token bucket burst.")
-	fs.StringVar(&o.PipelineNameScope, "pipeline-name-scope", o.PipelineNameScope,
-		"How Pipeline CRs map to org-global Fleet pipeline names: none (spec.name or metadata.name; same-named "+
-			"CRs in two namespaces are reported as a NameCollision) or namespace (\"<namespace>.<name>\").")
-	fs.IntVar(&o.PolicyConcurrency, "controller-policy-max-concurrent", o.PolicyConcurrency,
-		"How many RemoteAttributePolicies are reconciled at once.")
-	fs.IntVar(&o.SyncConcurrency, "controller-sync-max-concurrent", o.SyncConcurrency,
-		"How many ExternalAttributeSyncs are reconciled (run) at once.")
-	fs.IntVar(&o.DiscoveryConcurrency, "controller-discovery-max-concurrent", o.DiscoveryConcurrency,
-		"How many PipelineDiscoveries and CollectorDiscoveries (each) are polled at once.")
-	fs.BoolVar(&o.EnforceTenantPolicies, "enable-tenant-policy-enforcement", o.EnforceTenantPolicies,
-		"Enforce TenantPolicies at admission for Pipelines, Collectors, RemoteAttributePolicies, ExternalAttributeSyncs "+
-			"and both discoveries.")
-	fs.BoolVar(&o.EnforceCrossNamespaceDiscoveryAuthz, "enforce-cross-namespace-discovery-authz", o.EnforceCrossNamespaceDiscoveryAuthz,
-		"Admit a discovery whose spec.targetNamespace is another namespace only when a SubjectAccessReview says the "+
-			"requester may create the discovered kind there (on by default; =false admits any target namespace).")
-	fs.Float64Var(&o.SyncTargetRate, "controller-sync-target-rate", o.SyncTargetRate,
-		"Requests per second to any one ExternalAttributeSync HTTP host (a token bucket per host).")
-	fs.IntVar(&o.SyncTargetBurst, "controller-sync-target-burst", o.SyncTargetBurst,
-		"Burst of the per-host token bucket of ExternalAttributeSync HTTP sources.")
-	fs.Var(listFlag{&o.ExternalSourceAllowCIDRs}, "external-source-allow-cidrs",
-		"Comma-separated network prefixes ExternalAttributeSync HTTP and SQL sources may reach although the SSRF guard "+
-			"blocks them (private ranges such as 10.20.0.0/16 for an in-cluster inventory); loopback, link-local "+
-			"(cloud metadata) and 0.0.0.0/8 cannot be exempted.")
-	fs.StringVar(&o.RegistryBindAddress, "registry-bind-address", o.RegistryBindAddress,
-		"Address of the agentrax MCP discovery registry API, served by every replica; \"0\" or empty disables the registry.")
-	fs.StringVar(&o.RegistryNamespace, "registry-namespace", o.RegistryNamespace,
-		"Namespace of ConfigMap agentrax-registry; empty means POD_NAMESPACE, else the pod's own namespace.")
-	fs.DurationVar(&o.RegistryTTL, "registry-ttl", o.RegistryTTL,
-		"Default TTL of registry entries (30s-24h); 0 means "+RegistryTTLEnv+", else 90s.")
-	fs.DurationVar(&o.RegistryHealthInterval, "registry-health-interval", o.RegistryHealthInterval,
-		"Heartbeat interval of registered agents; 0 means TTL/4. Forced to TTL/4 unless 3 intervals plus a probe "+
-			"timeout fit in the TTL, so that 3 failed heartbeats deregister an agent before its entry expires.")
-	fs.StringVar(&o.RegistryTokenSecret, "registry-token-secret", o.RegistryTokenSecret,
-		"namespace/name of a Secret whose key \"token\" authorizes registry writes in every namespace.")
-	fs.Var(listFlag{&o.RegistryWriters}, "registry-writers",
-		"Comma-separated ServiceAccounts (namespace/name) whose tokens may write registry entries of their own namespace.")
-	fs.Var(listFlag{&o.RegistryClusterWriters}, "registry-cluster-writers",
-		"Comma-separated ServiceAccounts (namespace/name) whose tokens may write registry entries of every namespace.")
-	fs.StringVar(&o.RegistryTokenAudience, "registry-token-audience", o.RegistryTokenAudience,
-		"Audience ServiceAccount tokens of registry writers must be issued for; empty accepts API server tokens.")
-	fs.StringVar(&o.RegistryHostMap, "registry-host-map", o.RegistryHostMap,
-		"Maps agents' service hosts to other addresses for local runs: \"name.ns.svc:port=host:port,...\" and/or "+
-			"\"*=127.0.0.1\" (every service host to that host, same port). Not for production.")
-}
-
-// RegistryTTLEnv sets the registry's default TTL when --registry-ttl is not given.
-const RegistryTTLEnv = "AGENTRAX_REGISTRY_TTL"
-
-// registrySettings resolves the registry options: the TTL from the environment, the namespace from the pod,
-// the host map from its flag form.
+// registrySettings resolves the registry options: the namespace from the pod.
 func (o *Options) registrySettings() (operator.RegistrySettings, error) {
 	s := operator.RegistrySettings{
 		BindAddress: o.RegistryBindAddress, Namespace: o.RegistryNamespace, TTL: o.RegistryTTL,
-		HealthInterval: o.RegistryHealthInterval, SweepInterval: o.RegistrySweepInterval,
-		TokenSecret: o.RegistryTokenSecret, Writers: o.RegistryWriters, ClusterWriters: o.RegistryClusterWriters,
+		HealthInterval: o.RegistryHealthInterval, SweepInterval: o.RegistrySweepInterval, RelistInterval: o.RegistryRelistInterval,
+		ListenToolChanges: o.RegistryListenToolChanges,
+		TokenSecret:       o.RegistryTokenSecret, Writers: o.RegistryWriters, ClusterWriters: o.RegistryClusterWriters,
 		TokenAudience: o.RegistryTokenAudience, Listening: o.RegistryListening,
 	}
 	if !s.Enabled() {
 		return s, nil
-	}
-	if s.TTL == 0 {
-		if v := os.Getenv(RegistryTTLEnv); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return s, fmt.Errorf("%s=%q: %w", RegistryTTLEnv, v, err)
-			}
-			s.TTL = d
-		}
 	}
 	if _, err := s.EffectiveTTL(); err != nil {
 		return s, err
@@ -279,11 +199,6 @@ func (o *Options) registrySettings() (operator.RegistrySettings, error) {
 	if s.Namespace == "" {
 		s.Namespace = podNamespace(o.LeaderElectionNamespace)
 	}
-	hosts, err := registry.ParseHostMap(o.RegistryHostMap)
-	if err != nil {
-		return s, fmt.Errorf("--registry-host-map: %w", err)
-	}
-	s.HostMap = hosts
 	return s, nil
 }
 
@@ -318,26 +233,6 @@ func ParseExternalSourceAllowCIDRs(cidrs []string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// listFlag is a comma-separated string list flag.
-type listFlag struct{ values *[]string }
-
-func (l listFlag) String() string {
-	if l.values == nil {
-		return ""
-	}
-	return strings.Join(*l.values, ",")
-}
-
-func (l listFlag) Set(s string) error {
-	*l.values = nil
-	for _, v := range strings.Split(s, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			*l.values = append(*l.values, v)
-		}
-	}
-	return nil
-}
-
 // New builds a manager with the selected controllers and the webhooks of the kinds they read.
 func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	controllers, err := operator.Selection{Groups: o.Groups, Controllers: o.Controllers}.Resolve()
@@ -349,6 +244,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, err
 	}
 	externalAllow, err := ParseExternalSourceAllowCIDRs(o.ExternalSourceAllowCIDRs)
+	if err != nil {
+		return nil, err
+	}
+	peerDial, err := o.peerDial()
 	if err != nil {
 		return nil, err
 	}
@@ -399,9 +298,19 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		skip := true
 		mgrOpts.Controller.SkipNameValidation = &skip
 	}
+	// Before the manager exists, so the webhook server never starts without its certificate.
+	renewer, err := o.ensureWebhookCert(ctx, cfg, mgrOpts.Scheme)
+	if err != nil {
+		return nil, err
+	}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
+	}
+	if renewer != nil {
+		if err := mgr.Add(renewer); err != nil {
+			return nil, err
+		}
 	}
 	deps := operator.Dependencies{
 		Concurrency: map[string]int{
@@ -418,6 +327,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		ReservedNamespaces: slices.DeleteFunc([]string{podNamespace(o.LeaderElectionNamespace)}, func(s string) bool { return s == "" }),
 		Clock:              o.Clock,
 		GPUResourceName:    o.GPUResourceName,
+		GNMIc: operator.GNMIcSettings{PollInterval: o.GNMIcPollInterval, ReconnectBackoff: o.GNMIcReconnectBackoff,
+			ClusterDomain: o.GNMIcClusterDomain, CertificateWait: o.GNMIcCertificateWait},
 		Canary: operator.CanarySettings{PrometheusURL: o.PrometheusURL, FailsafeTimeout: o.PrometheusFailsafeTimeout,
 			AnalysisInterval: o.CanaryAnalysisInterval},
 		Fleet: operator.FleetSettings{
@@ -426,8 +337,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			SyncTargetRate: o.SyncTargetRate, SyncTargetBurst: o.SyncTargetBurst,
 			SSRFAllow: externalAllow, SSRFAllowForTesting: o.SSRFAllowForTesting,
 			EnforceTenantPolicies: o.EnforceTenantPolicies, EnforceCrossNamespaceDiscoveryAuthz: o.EnforceCrossNamespaceDiscoveryAuthz,
+			EnforceSecretUseAuthz: o.EnforceSecretUseAuthz, ClusterID: o.FleetClusterID,
 		},
 		Registry: registrySettings,
+		PeerDial: peerDial,
 	}
 	if err := operator.Setup(ctx, mgr, controllers, deps, o.EnableWebhooks); err != nil {
 		return nil, err
@@ -443,4 +356,26 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// ensureWebhookCert generates or reuses the self-managed webhook certificate when --webhook-cert-secret is set,
+// and returns the Renewer that keeps it current; nil when the certificate comes from elsewhere.
+func (o *Options) ensureWebhookCert(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme) (*webhookcert.Renewer, error) {
+	if !o.EnableWebhooks || o.WebhookCertSecret == "" {
+		return nil, nil
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	certCfg := webhookcert.Config{
+		SecretName: o.WebhookCertSecret, Namespace: podNamespace(o.LeaderElectionNamespace),
+		Service: o.WebhookService, CertDir: o.WebhookCertDir,
+		ValidatingConfigurations: o.WebhookValidatingConfigurations, MutatingConfigurations: o.WebhookMutatingConfigurations,
+	}
+	next, err := webhookcert.Ensure(ctx, c, certCfg, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	return &webhookcert.Renewer{Client: c, Config: certCfg, Next: next}, nil
 }

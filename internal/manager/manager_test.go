@@ -80,7 +80,7 @@ func TestRegistryFlags(t *testing.T) {
 	g.Expect(fs.Parse([]string{
 		"--registry-bind-address=127.0.0.1:9191", "--registry-ttl=2m", "--registry-health-interval=10s",
 		"--registry-token-secret=ops/registry-token", "--registry-writers=team-a/orchestrator,team-b/bot",
-		"--registry-cluster-writers=ops/admin", "--registry-host-map=*=127.0.0.1", "--registry-namespace=ops",
+		"--registry-cluster-writers=ops/admin", "--registry-namespace=ops",
 	})).To(Succeed())
 	s, err := o.registrySettings()
 	g.Expect(err).NotTo(HaveOccurred())
@@ -89,30 +89,28 @@ func TestRegistryFlags(t *testing.T) {
 	g.Expect(s.HealthInterval).To(Equal(10 * time.Second))
 	g.Expect(s.Writers).To(Equal([]string{"team-a/orchestrator", "team-b/bot"}))
 	g.Expect(s.ClusterWriters).To(Equal([]string{"ops/admin"}))
-	g.Expect(s.HostMap).To(HaveKeyWithValue("*", "127.0.0.1"))
 	g.Expect(s.Namespace).To(Equal("ops"))
 }
 
+// TestRegistrySettings: the TTL comes from the options alone (AGENTRAX_REGISTRY_TTL is an alias of the flag now,
+// TestRegistryTTLAlias); bad settings stop the manager unless the registry is off.
 func TestRegistrySettings(t *testing.T) {
 	cases := []struct {
 		name    string
-		env     string
 		edit    func(*Options)
 		wantTTL time.Duration
 		wantErr string
 	}{
-		{"defaults", "", func(*Options) {}, 0, ""},
-		{"TTL from the environment", "2m", func(*Options) {}, 2 * time.Minute, ""},
-		{"the flag wins over the environment", "2m", func(o *Options) { o.RegistryTTL = time.Hour }, time.Hour, ""},
-		{"bad environment value", "ninety", func(*Options) {}, 0, "AGENTRAX_REGISTRY_TTL"},
-		{"TTL below the minimum", "", func(o *Options) { o.RegistryTTL = 10 * time.Second }, 0, "between 30s and 24h0m0s"},
-		{"disabled: nothing is checked", "ninety", func(o *Options) { o.RegistryBindAddress = "0" }, 0, ""},
-		{"bad host map", "", func(o *Options) { o.RegistryHostMap = "a.b.svc:1" }, 0, "--registry-host-map"},
+		{"defaults", func(*Options) {}, 0, ""},
+		{"TTL from the options", func(o *Options) { o.RegistryTTL = time.Hour }, time.Hour, ""},
+		{"TTL below the minimum", func(o *Options) { o.RegistryTTL = 10 * time.Second }, 0, "between 30s and 24h0m0s"},
+		{"disabled: nothing is checked", func(o *Options) { o.RegistryBindAddress = "0"; o.RegistryTTL = time.Second }, time.Second, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			t.Setenv(RegistryTTLEnv, tc.env)
+			// The old variable no longer reaches the options behind the command line's back.
+			t.Setenv(RegistryTTLEnv, "2m")
 			t.Setenv("POD_NAMESPACE", "quartet-system")
 			o := DefaultOptions()
 			tc.edit(&o)

@@ -8,7 +8,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	agentraxcontrollers "github.com/quartet-dev/quartet-operator/controllers/agentrax"
-	"github.com/quartet-dev/quartet-operator/internal/rollout"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/rollout"
 	agentraxwebhooks "github.com/quartet-dev/quartet-operator/internal/webhook/agentrax"
 )
 
@@ -21,7 +21,7 @@ func agentraxControllers() []Controller {
 			// Quota admission reserves only on ledgers the TenantQuota controller has built and settles.
 			Requires: []string{agentraxcontrollers.TenantQuotaControllerName},
 			Setup: func(ctx context.Context, mgr ctrl.Manager, d Dependencies) error {
-				registrar, err := agentRegistrar(mgr, d.Registry)
+				registrar, err := agentRegistrar(mgr, d.Registry, d.PeerDial)
 				if err != nil {
 					return err
 				}
@@ -63,7 +63,7 @@ func canaryConfig(mgr ctrl.Manager, d Dependencies) agentraxcontrollers.CanaryCo
 	c := agentraxcontrollers.CanaryConfig{FailsafeTimeout: d.Canary.FailsafeTimeout,
 		AnalysisInterval: d.Canary.AnalysisInterval, APIReader: mgr.GetAPIReader(), Clock: d.Clock}
 	if d.Canary.PrometheusURL != "" {
-		c.Prometheus = &rollout.Prometheus{URL: d.Canary.PrometheusURL}
+		c.Prometheus = &rollout.Prometheus{URL: d.Canary.PrometheusURL, HTTP: d.PeerDial.HTTPClient()}
 	}
 	return c
 }

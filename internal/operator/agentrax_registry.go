@@ -11,10 +11,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentraxcontrollers "github.com/quartet-dev/quartet-operator/controllers/agentrax"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/mcp"
 	"github.com/quartet-dev/quartet-operator/internal/agentrax/registration"
-	"github.com/quartet-dev/quartet-operator/internal/mcp"
-	"github.com/quartet-dev/quartet-operator/internal/registry"
-	"github.com/quartet-dev/quartet-operator/internal/registry/cmstore"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/registry"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/registry/cmstore"
+	"github.com/quartet-dev/quartet-operator/internal/devdial"
 )
 
 // The registry keeps its state in ConfigMap agentrax-registry of the operator's namespace (the ClusterRole
@@ -34,6 +35,12 @@ type RegistrySettings struct {
 	TTL time.Duration
 	// HealthInterval is the heartbeat interval asked for; it is forced below the TTL (registry.HealthInterval).
 	HealthInterval time.Duration
+	// RelistInterval is how often registered agents' tools are listed again (registration.DefaultRelistInterval
+	// when zero, never when negative).
+	RelistInterval time.Duration
+	// ListenToolChanges keeps one notification stream per agent whose server offers tools.listChanged and
+	// re-lists on each announcement (registration.Adapter.ListenForToolChanges).
+	ListenToolChanges bool
 	// SweepInterval overrides registry.SweepInterval (tests only).
 	SweepInterval time.Duration
 	// TokenSecret is "namespace/name" (or "name" in Namespace) of a Secret whose key "token" authorizes
@@ -45,8 +52,6 @@ type RegistrySettings struct {
 	// TokenAudience is the audience ServiceAccount tokens must be issued for; empty accepts tokens for the
 	// API server itself.
 	TokenAudience string
-	// HostMap maps in-cluster service hosts to other addresses (tests, `make dev`).
-	HostMap registry.HostMap
 	// Listening, when set, receives the API's bound address (tests bind port 0).
 	Listening func(addr string)
 }
@@ -73,10 +78,10 @@ var WrapAgentRegistrar func(agentraxcontrollers.Registrar) agentraxcontrollers.R
 // a registration.Adapter, or the NoopRegistrar when the registry is disabled. Every replica serves the API
 // from its watch of the ConfigMap; only the elected leader discovers, heartbeats, writes and sweeps (the
 // reconciler itself runs only on the leader).
-func agentRegistrar(mgr ctrl.Manager, s RegistrySettings) (agentraxcontrollers.Registrar, error) {
+func agentRegistrar(mgr ctrl.Manager, s RegistrySettings, dial *devdial.Map) (agentraxcontrollers.Registrar, error) {
 	var r agentraxcontrollers.Registrar = agentraxcontrollers.NoopRegistrar{}
 	if s.Enabled() {
-		adapter, err := startRegistry(mgr, s)
+		adapter, err := startRegistry(mgr, s, dial)
 		if err != nil {
 			return nil, fmt.Errorf("agentrax MCP registry: %w", err)
 		}
@@ -88,7 +93,7 @@ func agentRegistrar(mgr ctrl.Manager, s RegistrySettings) (agentraxcontrollers.R
 	return r, nil
 }
 
-func startRegistry(mgr ctrl.Manager, s RegistrySettings) (*registration.Adapter, error) {
+func startRegistry(mgr ctrl.Manager, s RegistrySettings, dial *devdial.Map) (*registration.Adapter, error) {
 	if s.Namespace == "" {
 		return nil, errors.New("no namespace for ConfigMap agentrax-registry: set --registry-namespace or POD_NAMESPACE")
 	}
@@ -119,8 +124,15 @@ func startRegistry(mgr ctrl.Manager, s RegistrySettings) (*registration.Adapter,
 		log.Info("health interval forced below the TTL so that 3 failed heartbeats deregister before expiry",
 			"requested", s.HealthInterval.String(), "used", interval.String(), "ttl", ttl.String())
 	}
-	return &registration.Adapter{Interval: interval,
-		Registrar: &registry.Registrar{Registry: reg, Client: &mcp.Client{}, Hosts: s.HostMap}}, nil
+	adapter := &registration.Adapter{Interval: interval, RelistInterval: s.RelistInterval,
+		ListenForToolChanges: s.ListenToolChanges,
+		Registrar:            &registry.Registrar{Registry: reg, Client: &mcp.Client{HTTP: dial.HTTPClient()}}}
+	// A leader-election runnable (the default): the listeners stop when this replica stops leading, with the
+	// reconciler that started them.
+	if err := mgr.Add(adapter); err != nil {
+		return nil, err
+	}
+	return adapter, nil
 }
 
 // authenticator combines the configured ways to authorize writes; with none, every write is refused.

@@ -3,10 +3,13 @@ package operator
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"strings"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -41,6 +44,23 @@ type FleetSettings struct {
 	EnforceTenantPolicies bool
 	// EnforceCrossNamespaceDiscoveryAuthz is --enforce-cross-namespace-discovery-authz.
 	EnforceCrossNamespaceDiscoveryAuthz bool
+	// EnforceSecretUseAuthz is --enforce-secret-use-authz.
+	EnforceSecretUseAuthz bool
+	// ClusterID is --fleet-cluster-id; empty means the kube-system namespace's UID.
+	ClusterID string
+}
+
+// clusterID is the cluster identity of the pipeline ownership marker: the flag, else the UID of kube-system,
+// which is fixed for the life of a cluster and differs between clusters sharing one Fleet stack.
+func clusterID(ctx context.Context, mgr ctrl.Manager, s FleetSettings) (string, error) {
+	if s.ClusterID != "" {
+		return s.ClusterID, nil
+	}
+	ns := &corev1.Namespace{}
+	if err := mgr.GetAPIReader().Get(ctx, types.NamespacedName{Name: metav1.NamespaceSystem}, ns); err != nil {
+		return "", fmt.Errorf("reading the kube-system namespace for the cluster identity (or set --fleet-cluster-id): %w", err)
+	}
+	return string(ns.UID), nil
 }
 
 // tenancy is the per-user admission checks every fleet webhook shares.
@@ -48,6 +68,30 @@ func (s FleetSettings) tenancy(mgr ctrl.Manager) *fleetwebhooks.Tenancy {
 	return &fleetwebhooks.Tenancy{
 		Policies: mgr.GetClient(), Namespaces: mgr.GetAPIReader(), Reviews: mgr.GetClient(),
 		EnforcePolicies: s.EnforceTenantPolicies, EnforceCrossNamespace: s.EnforceCrossNamespaceDiscoveryAuthz,
+		EnforceSecretUse: s.EnforceSecretUseAuthz,
+		Collectors: func(ctx context.Context, id string) (map[string]string, bool, error) {
+			p, err := fleetProvider(mgr, s)
+			if err != nil {
+				return nil, false, err
+			}
+			fc, err := p.Client(ctx)
+			if err != nil {
+				return nil, false, err
+			}
+			col, err := fc.GetCollector(ctx, id)
+			if fleetclient.IsNotFound(err) {
+				return nil, false, nil
+			}
+			if err != nil {
+				return nil, false, err
+			}
+			attrs := maps.Clone(col.GetLocalAttributes())
+			if attrs == nil {
+				attrs = map[string]string{}
+			}
+			maps.Copy(attrs, col.GetRemoteAttributes())
+			return attrs, true, nil
+		},
 	}
 }
 
@@ -109,11 +153,16 @@ func fleetControllers() []Controller {
 				if err != nil {
 					return err
 				}
+				cluster, err := clusterID(ctx, mgr, d.Fleet)
+				if err != nil {
+					return err
+				}
 				return (&fleetcontrollers.PipelineReconciler{
 					Client:    mgr.GetClient(),
 					Recorder:  mgr.GetEventRecorder(fleetcontrollers.PipelineControllerName),
 					Fleet:     provider,
 					NameScope: scope,
+					Cluster:   cluster,
 				}).SetupWithManager(ctx, mgr)
 			},
 		},
@@ -175,6 +224,7 @@ func fleetControllers() []Controller {
 				}
 				return (&fleetcontrollers.PipelineDiscoveryReconciler{
 					Client:                  mgr.GetClient(),
+					APIReader:               mgr.GetAPIReader(),
 					Poller:                  fleetcontrollers.Poller{Recorder: mgr.GetEventRecorder(fleetcontrollers.PipelineDiscoveryControllerName), Clock: d.Clock},
 					Fleet:                   provider,
 					MaxConcurrentReconciles: d.Concurrency[fleetcontrollers.PipelineDiscoveryControllerName],
@@ -193,6 +243,7 @@ func fleetControllers() []Controller {
 				}
 				return (&fleetcontrollers.CollectorDiscoveryReconciler{
 					Client:                  mgr.GetClient(),
+					APIReader:               mgr.GetAPIReader(),
 					Poller:                  fleetcontrollers.Poller{Recorder: mgr.GetEventRecorder(fleetcontrollers.CollectorDiscoveryControllerName), Clock: d.Clock},
 					Fleet:                   provider,
 					MaxConcurrentReconciles: d.Concurrency[fleetcontrollers.CollectorDiscoveryControllerName],

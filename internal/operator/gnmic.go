@@ -2,10 +2,10 @@ package operator
 
 import (
 	"context"
-	"net/http"
-	"os"
+	"fmt"
 	"time"
 
+	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	gnmiccontrollers "github.com/quartet-dev/quartet-operator/controllers/gnmic"
@@ -56,6 +56,7 @@ func gnmicControllers() []Controller {
 					Writer:    writer,
 					Recorder:  mgr.GetEventRecorder(gnmiccontrollers.TargetSourceControllerName),
 					Mapper:    mapper,
+					WriteQPS:  float64(mgr.GetConfig().QPS),
 					Clock:     d.Clock,
 				}
 				if err := r.SetupWithManager(ctx, mgr, d.options(gnmiccontrollers.TargetSourceControllerName)); err != nil {
@@ -72,24 +73,30 @@ func gnmicControllers() []Controller {
 		},
 		{
 			Name: gnmiccontrollers.ClusterControllerName, Group: "gnmic",
-			Reads: []Kind{"gnmic/Cluster", "gnmic/Pipeline", "gnmic/Target", "gnmic/TargetProfile", "gnmic/Subscription",
+			Reads: []Kind{"gnmic/Cluster", "gnmic/GnmicPipeline", "gnmic/Target", "gnmic/TargetProfile", "gnmic/Subscription",
 				"gnmic/Output", "gnmic/Input", "gnmic/Processor", "gnmic/TunnelTargetPolicy"},
 			Setup: func(ctx context.Context, mgr ctrl.Manager, d Dependencies) error {
-				collectors := &collector.Client{HTTP: &http.Client{}}
+				collectors := &collector.Client{HTTP: d.PeerDial.HTTPClient()}
+				groups, err := apiGroups(mgr)
+				if err != nil {
+					return err
+				}
 				return (&gnmiccontrollers.ClusterReconciler{
-					Client:           mgr.GetClient(),
-					APIReader:        mgr.GetAPIReader(),
-					Recorder:         mgr.GetEventRecorder(gnmiccontrollers.ClusterControllerName),
-					Collectors:       collectors,
-					Monitor:          &collector.Monitor{Client: collectors, PollInterval: envDuration("QUARTET_GNMIC_POLL_INTERVAL"), BackoffMin: envDuration("QUARTET_GNMIC_RECONNECT_BACKOFF")},
-					AllowURLOverride: os.Getenv("QUARTET_GNMIC_COLLECTOR_URL_OVERRIDE") == "true",
-					ClusterDomain:    os.Getenv("QUARTET_GNMIC_CLUSTER_DOMAIN"),
+					Client:     mgr.GetClient(),
+					APIReader:  mgr.GetAPIReader(),
+					Recorder:   mgr.GetEventRecorder(gnmiccontrollers.ClusterControllerName),
+					Collectors: collectors,
+					Monitor: &collector.Monitor{Client: collectors, PollInterval: d.GNMIc.PollInterval,
+						BackoffMin: d.GNMIc.ReconnectBackoff},
+					ClusterDomain:      d.GNMIc.ClusterDomain,
+					CertificateWait:    d.GNMIc.CertificateWait,
+					PlatformAssignsUID: collector.PlatformAssignsUID(groups),
 				}).SetupWithManager(ctx, mgr, d.options(gnmiccontrollers.ClusterControllerName))
 			},
 		},
 		{
 			Name: gnmiccontrollers.PipelineControllerName, Group: "gnmic",
-			Reads: []Kind{"gnmic/Pipeline", "gnmic/Cluster", "gnmic/Target", "gnmic/TargetProfile", "gnmic/Subscription",
+			Reads: []Kind{"gnmic/GnmicPipeline", "gnmic/Cluster", "gnmic/Target", "gnmic/TargetProfile", "gnmic/Subscription",
 				"gnmic/Output", "gnmic/Input", "gnmic/Processor", "gnmic/TunnelTargetPolicy"},
 			Setup: func(ctx context.Context, mgr ctrl.Manager, d Dependencies) error {
 				return (&gnmiccontrollers.PipelineReconciler{
@@ -98,18 +105,44 @@ func gnmicControllers() []Controller {
 				}).SetupWithManager(ctx, mgr, d.options(gnmiccontrollers.PipelineControllerName))
 			},
 		},
+		{
+			Name: gnmiccontrollers.CollectorResourceControllerName, Group: "gnmic",
+			Reads: []Kind{"gnmic/GnmicPipeline", "gnmic/Subscription", "gnmic/Output", "gnmic/Input", "gnmic/Processor",
+				"gnmic/TunnelTargetPolicy"},
+			Setup: func(ctx context.Context, mgr ctrl.Manager, d Dependencies) error {
+				return gnmiccontrollers.SetupCollectorResourceControllers(ctx, mgr, d.options(gnmiccontrollers.CollectorResourceControllerName))
+			},
+		},
 	}
 }
 
-// envDuration reads a duration tuning knob of the gnmic collector controllers; unset or invalid means default.
-// QUARTET_GNMIC_COLLECTOR_URL_OVERRIDE=true lets the operator.gnmic.dev/collector-urls Cluster annotation point
-// pushes at other URLs (tests and make dev only).
-func envDuration(name string) time.Duration {
-	d, err := time.ParseDuration(os.Getenv(name))
+// GNMIcSettings configure the gnmic Cluster controller (--gnmic-* flags).
+type GNMIcSettings struct {
+	// PollInterval between polls of each collector's targets; zero means the monitor's default (15s).
+	PollInterval time.Duration
+	// ReconnectBackoff is the first reconnect backoff of a collector; zero means the monitor's default (2s).
+	ReconnectBackoff time.Duration
+	// ClusterDomain is the cluster's DNS domain; empty means cluster.local.
+	ClusterDomain string
+	// CertificateWait bounds the wait for a cert-manager Certificate's Secret; zero means 5 minutes.
+	CertificateWait time.Duration
+}
+
+// apiGroups asks discovery, once at start, which API groups the cluster serves.
+func apiGroups(mgr ctrl.Manager) ([]string, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
 	if err != nil {
-		return 0
+		return nil, err
 	}
-	return d
+	groups, err := dc.ServerGroups()
+	if err != nil {
+		return nil, fmt.Errorf("discovering API groups: %w", err)
+	}
+	names := make([]string, 0, len(groups.Groups))
+	for _, g := range groups.Groups {
+		names = append(names, g.Name)
+	}
+	return names, nil
 }
 
 // gnmicWebhooks are the admission webhooks of the operator.gnmic.dev group.
@@ -119,7 +152,7 @@ func gnmicWebhooks() []Webhook {
 		{Kind: "gnmic/TargetProfile", Setup: gnmicwebhooks.SetupTargetProfileWebhook},
 		{Kind: "gnmic/TargetSource", Setup: gnmicwebhooks.SetupTargetSourceWebhook},
 		{Kind: "gnmic/Cluster", Setup: gnmicwebhooks.SetupClusterWebhook},
-		{Kind: "gnmic/Pipeline", Setup: gnmicwebhooks.SetupPipelineWebhook},
+		{Kind: "gnmic/GnmicPipeline", Setup: gnmicwebhooks.SetupPipelineWebhook},
 		{Kind: "gnmic/Subscription", Setup: gnmicwebhooks.SetupSubscriptionWebhook},
 		{Kind: "gnmic/Output", Setup: gnmicwebhooks.SetupOutputWebhook},
 		{Kind: "gnmic/Input", Setup: gnmicwebhooks.SetupInputWebhook},

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/quartet-dev/quartet-operator/internal/devdial"
 	"github.com/quartet-dev/quartet-operator/internal/kube"
 )
 
@@ -56,6 +57,8 @@ type Dependencies struct {
 	// GPUResourceName is the extended resource agentrax counts as GPUs (--gpu-resource-name); empty means
 	// nvidia.com/gpu.
 	GPUResourceName string
+	// GNMIc configures the gnmic Cluster controller's collector follow-up.
+	GNMIc GNMIcSettings
 	// Canary configures agentrax canary analysis (--prometheus-url, --prometheus-failsafe-timeout,
 	// --canary-analysis-interval).
 	Canary CanarySettings
@@ -65,6 +68,10 @@ type Dependencies struct {
 	Registry RegistrySettings
 	// ReservedNamespaces no gitops Tenant may claim besides the system ones: the operator's own namespace.
 	ReservedNamespaces []string
+	// PeerDial is where connections to in-cluster peers go (QUARTET_DEV_DIAL_MAP, development and tests
+	// only); nil dials every address as it is. Every HTTP client reaching a collector pod, an agent's MCP
+	// Service or Prometheus uses PeerDial.Transport().
+	PeerDial *devdial.Map
 }
 
 func (d Dependencies) options(name string) kube.ControllerOptions {

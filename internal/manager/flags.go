@@ -1,0 +1,154 @@
+package manager
+
+import (
+	"flag"
+	"strings"
+
+	"github.com/quartet-dev/quartet-operator/internal/operator"
+)
+
+// BindFlags registers a flag for every option, with the current values as defaults.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress,
+		"Address the metrics endpoint binds to; \"0\" disables it.")
+	fs.BoolVar(&o.SecureMetrics, "metrics-secure", o.SecureMetrics,
+		"Serve metrics over HTTPS with authentication and authorization (TokenReview/SubjectAccessReview).")
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress,
+		"Address the /healthz and /readyz probes bind to.")
+	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", o.PprofBindAddress,
+		"Address net/http/pprof binds to (profiling); empty disables it. Bind it to loopback: it is not authenticated.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect,
+		"Elect a leader so that only one replica runs the controllers (webhooks run on every replica).")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader election Lease.")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace,
+		"Namespace of the leader election Lease; empty uses the pod's namespace.")
+	fs.BoolVar(&o.EnableWebhooks, "enable-webhooks", o.EnableWebhooks, "Serve the admission webhooks.")
+	fs.StringVar(&o.WebhookHost, "webhook-host", o.WebhookHost, "Address the webhook server binds to; empty means all.")
+	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Port of the webhook server.")
+	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", o.WebhookCertDir,
+		"Directory with tls.crt and tls.key for the webhook server; empty uses controller-runtime's default.")
+	fs.StringVar(&o.WebhookCertSecret, "webhook-cert-secret", o.WebhookCertSecret,
+		"Secret (in the pod's namespace) where the manager keeps a webhook CA and serving certificate it generates and "+
+			"renews itself, writing them into --webhook-cert-dir; empty means the certificate comes from elsewhere "+
+			"(cert-manager, a Secret you mount).")
+	fs.StringVar(&o.WebhookService, "webhook-service", o.WebhookService,
+		"With --webhook-cert-secret: the webhook Service the certificate is issued for (<service>.<namespace>.svc).")
+	fs.Var(listFlag{&o.WebhookValidatingConfigurations}, "webhook-validating-configurations",
+		"With --webhook-cert-secret: comma-separated ValidatingWebhookConfigurations whose webhooks get the generated "+
+			"CA as caBundle.")
+	fs.Var(listFlag{&o.WebhookMutatingConfigurations}, "webhook-mutating-configurations",
+		"With --webhook-cert-secret: comma-separated MutatingWebhookConfigurations whose webhooks get the generated "+
+			"CA as caBundle.")
+	fs.BoolVar(&o.EnableHTTP2, "enable-http2", o.EnableHTTP2,
+		"Allow HTTP/2 on the metrics and webhook servers (off by default: HTTP/2 rapid-reset and stream-cancellation CVEs).")
+	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS,
+		"Client-side queries per second to the API server; a negative value leaves flow control to the server.")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client-side burst to the API server.")
+	fs.Var(listFlag{&o.Groups}, "groups", "Comma-separated API groups whose controllers run: "+
+		strings.Join(operator.Groups, ",")+".")
+	fs.Var(listFlag{&o.Controllers}, "controllers",
+		"Comma-separated controller names (e.g. gnmic-target) to run; empty runs every controller of the enabled groups.")
+	fs.Var(listFlag{&o.WatchNamespaces}, "watch-namespaces",
+		"Comma-separated namespaces to watch; empty watches all namespaces.")
+	fs.StringVar(&o.APIBindAddress, "api-bind-address", o.APIBindAddress,
+		"Address of the operator's HTTP API (TargetSource refresh), served by every replica; empty disables it.")
+	fs.IntVar(&o.TargetSourceConcurrency, "targetsource-concurrency", o.TargetSourceConcurrency,
+		"How many TargetSources are reconciled at once.")
+	fs.IntVar(&o.AgentDeploymentConcurrency, "agentdeployment-concurrency", o.AgentDeploymentConcurrency,
+		"How many AgentDeployments are reconciled at once (each reconcile is a few sequential API calls).")
+	fs.StringVar(&o.GPUResourceName, "gpu-resource-name", o.GPUResourceName,
+		"Extended resource counted as GPUs against agentrax TenantQuota maxGPUs (limits[name] × replicas.max).")
+	fs.StringVar(&o.GNMIcClusterDomain, "gnmic-cluster-domain", o.GNMIcClusterDomain,
+		"DNS domain of the cluster, in the collector URLs of gnmic Clusters; empty means cluster.local.")
+	fs.DurationVar(&o.GNMIcPollInterval, "gnmic-poll-interval", o.GNMIcPollInterval,
+		"How often each gnmic collector's targets are polled for their state; 0 means 15s.")
+	fs.DurationVar(&o.GNMIcCertificateWait, "gnmic-certificate-wait", o.GNMIcCertificateWait,
+		"How long a gnmic Cluster waits for cert-manager to issue a Certificate before reporting CertificateTimedOut; 0 means 5m.")
+	fs.DurationVar(&o.GNMIcReconnectBackoff, "gnmic-reconnect-backoff", o.GNMIcReconnectBackoff,
+		"First backoff before reconnecting to an unreachable gnmic collector (it doubles up to 10s); 0 means 2s.")
+	fs.StringVar(&o.PrometheusURL, "prometheus-url", o.PrometheusURL,
+		"Prometheus base URL agentrax canary analysis queries (e.g. http://prometheus.monitoring.svc:9090); empty holds every canary pause as inconclusive.")
+	fs.DurationVar(&o.PrometheusFailsafeTimeout, "prometheus-failsafe-timeout", o.PrometheusFailsafeTimeout,
+		"How long Prometheus may stay unreachable during a canary pause before the canary is rolled back.")
+	fs.DurationVar(&o.CanaryAnalysisInterval, "canary-analysis-interval", o.CanaryAnalysisInterval,
+		"How often a canary pause re-evaluates the canary against Prometheus.")
+	fs.StringVar(&o.FleetCredentialsSecret, "fleet-credentials-secret", o.FleetCredentialsSecret,
+		"namespace/name of the Secret with the Fleet Management API base-url, username and password (optional ca.crt).")
+	fs.StringVar(&o.FleetAPIURL, "fleet-api-url", o.FleetAPIURL,
+		"Fleet Management API URL (https); overrides the Secret's base-url.")
+	fs.Float64Var(&o.FleetAPIRPS, "fleet-api-rps", o.FleetAPIRPS,
+		"Fleet Management API requests per second, one token bucket shared by every fleet controller.")
+	fs.IntVar(&o.FleetAPIBurst, "fleet-api-burst", o.FleetAPIBurst, "Fleet Management API token bucket burst.")
+	fs.StringVar(&o.PipelineNameScope, "pipeline-name-scope", o.PipelineNameScope,
+		"How Pipeline CRs map to org-global Fleet pipeline names: none (spec.name or metadata.name; same-named "+
+			"CRs in two namespaces are reported as a NameCollision) or namespace (\"<namespace>.<name>\").")
+	fs.IntVar(&o.PolicyConcurrency, "controller-policy-max-concurrent", o.PolicyConcurrency,
+		"How many RemoteAttributePolicies are reconciled at once.")
+	fs.IntVar(&o.SyncConcurrency, "controller-sync-max-concurrent", o.SyncConcurrency,
+		"How many ExternalAttributeSyncs are reconciled (run) at once.")
+	fs.IntVar(&o.DiscoveryConcurrency, "controller-discovery-max-concurrent", o.DiscoveryConcurrency,
+		"How many PipelineDiscoveries and CollectorDiscoveries (each) are polled at once.")
+	fs.BoolVar(&o.EnforceTenantPolicies, "enable-tenant-policy-enforcement", o.EnforceTenantPolicies,
+		"Enforce TenantPolicies at admission for Pipelines, Collectors, RemoteAttributePolicies, ExternalAttributeSyncs "+
+			"and both discoveries.")
+	fs.BoolVar(&o.EnforceCrossNamespaceDiscoveryAuthz, "enforce-cross-namespace-discovery-authz", o.EnforceCrossNamespaceDiscoveryAuthz,
+		"Admit a discovery whose spec.targetNamespace is another namespace only when a SubjectAccessReview says the "+
+			"requester may create the discovered kind there (on by default; =false admits any target namespace).")
+	fs.BoolVar(&o.EnforceSecretUseAuthz, "enforce-secret-use-authz", o.EnforceSecretUseAuthz,
+		"Admit an ExternalAttributeSync that names a Secret only when a SubjectAccessReview says the requester may get "+
+			"that Secret (on by default; =false skips the check).")
+	fs.StringVar(&o.FleetClusterID, "fleet-cluster-id", o.FleetClusterID,
+		"Identity of this cluster in the ownership marker written into Fleet pipelines' metadata; empty means the "+
+			"UID of the kube-system namespace.")
+	fs.Float64Var(&o.SyncTargetRate, "controller-sync-target-rate", o.SyncTargetRate,
+		"Requests per second to any one ExternalAttributeSync HTTP host (a token bucket per host).")
+	fs.IntVar(&o.SyncTargetBurst, "controller-sync-target-burst", o.SyncTargetBurst,
+		"Burst of the per-host token bucket of ExternalAttributeSync HTTP sources.")
+	fs.Var(listFlag{&o.ExternalSourceAllowCIDRs}, "external-source-allow-cidrs",
+		"Comma-separated network prefixes ExternalAttributeSync HTTP and SQL sources may reach although the SSRF guard "+
+			"blocks them (private ranges such as 10.20.0.0/16 for an in-cluster inventory); loopback, link-local "+
+			"(cloud metadata) and 0.0.0.0/8 cannot be exempted.")
+	fs.StringVar(&o.RegistryBindAddress, "registry-bind-address", o.RegistryBindAddress,
+		"Address of the agentrax MCP discovery registry API, served by every replica; \"0\" or empty disables the registry.")
+	fs.StringVar(&o.RegistryNamespace, "registry-namespace", o.RegistryNamespace,
+		"Namespace of ConfigMap agentrax-registry; empty means POD_NAMESPACE, else the pod's own namespace.")
+	fs.DurationVar(&o.RegistryTTL, "registry-ttl", o.RegistryTTL,
+		"Default TTL of registry entries (30s-24h); 0 means 90s.")
+	fs.DurationVar(&o.RegistryHealthInterval, "registry-health-interval", o.RegistryHealthInterval,
+		"Heartbeat interval of registered agents; 0 means TTL/4. Forced to TTL/4 unless 3 intervals plus a probe "+
+			"timeout fit in the TTL, so that 3 failed heartbeats deregister an agent before its entry expires.")
+	fs.DurationVar(&o.RegistryRelistInterval, "registry-relist-interval", o.RegistryRelistInterval,
+		"How often registered agents' tools are listed again (tools/list) without a change of image, port, path "+
+			"or declared tools; 0 means 10m, a negative value never.")
+	fs.BoolVar(&o.RegistryListenToolChanges, "registry-listen-tool-changes", o.RegistryListenToolChanges,
+		"Hold one notification stream per registered agent whose MCP server offers tools.listChanged and list its "+
+			"tools again on notifications/tools/list_changed (one open connection per such agent on the leader).")
+	fs.StringVar(&o.RegistryTokenSecret, "registry-token-secret", o.RegistryTokenSecret,
+		"namespace/name of a Secret whose key \"token\" authorizes registry writes in every namespace.")
+	fs.Var(listFlag{&o.RegistryWriters}, "registry-writers",
+		"Comma-separated ServiceAccounts (namespace/name) whose tokens may write registry entries of their own namespace.")
+	fs.Var(listFlag{&o.RegistryClusterWriters}, "registry-cluster-writers",
+		"Comma-separated ServiceAccounts (namespace/name) whose tokens may write registry entries of every namespace.")
+	fs.StringVar(&o.RegistryTokenAudience, "registry-token-audience", o.RegistryTokenAudience,
+		"Audience ServiceAccount tokens of registry writers must be issued for; empty accepts API server tokens.")
+}
+
+// listFlag is a comma-separated string list flag.
+type listFlag struct{ values *[]string }
+
+func (l listFlag) String() string {
+	if l.values == nil {
+		return ""
+	}
+	return strings.Join(*l.values, ",")
+}
+
+func (l listFlag) Set(s string) error {
+	*l.values = nil
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			*l.values = append(*l.values, v)
+		}
+	}
+	return nil
+}

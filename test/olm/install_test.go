@@ -1,0 +1,208 @@
+package olm
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	operatorsv1 "github.com/operator-framework/api/pkg/operators/v1"
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/quartet-dev/quartet-operator/internal/testenv/asinstalled"
+)
+
+// TestInstallFromCatalogAndRunAsInstalled is one user's journey, in order: OLM installs the bundle from the offline
+// catalog with the Subscription of docs/install.md, then the manager runs as OLM installed it.
+func TestInstallFromCatalogAndRunAsInstalled(t *testing.T) {
+	g := NewWithT(t)
+	var err error
+	olmClient, err = newOLMClient()
+	g.Expect(err).NotTo(HaveOccurred())
+
+	opm, err := opmBinary()
+	g.Expect(err).NotTo(HaveOccurred())
+	sub, catalog := installFromCatalog(t, opm)
+	assertInstalled(t, sub)
+	m := runAsInstalled(t)
+	upgradeThroughCatalog(t, opm, catalog, sub, m)
+}
+
+// installFromCatalog starts OLM and opm, and subscribes to the package; it returns the Subscription once its
+// InstallPlan is Complete and the CSV Succeeded.
+func installFromCatalog(t *testing.T, opm string) (*operatorsv1alpha1.Subscription, *offlineCatalog) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+
+	catalog, err := renderOfflineCatalog(opm, t.TempDir())
+	g.Expect(err).NotTo(HaveOccurred())
+	// Both properties make the install offline: no image to pull, every object inline.
+	g.Expect(catalog.bundleImage).To(BeEmpty(), "the offline catalog's bundle has no image reference")
+	g.Expect(catalog.bundleObjects).To(BeNumerically(">", 20), "the bundle's objects are inline (CRDs, CSV, RBAC, Services)")
+
+	catalogAddr := serveCatalog(t, "opm-serve", opm, catalog.dir)
+
+	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "olm"}})).To(Succeed())
+	kubeconfig, err := env.AddAdminKubeconfig("olm")
+	g.Expect(err).NotTo(HaveOccurred())
+	kubeconfigFile := filepath.Join(t.TempDir(), "olm.kubeconfig")
+	g.Expect(writeFile(kubeconfigFile, kubeconfig)).To(Succeed())
+	olmEnv := []string{"KUBECONFIG=" + kubeconfigFile}
+	olmProc, err := env.Cluster.Run("olm-operator", olmEnv, filepath.Join(olmDir, "olm"),
+		"--namespace=olm", "--writeStatusName=", "--writePackageServerStatusName=")
+	g.Expect(err).NotTo(HaveOccurred())
+	catalogProc, err := env.Cluster.Run("catalog-operator", olmEnv, filepath.Join(olmDir, "catalog"), "--namespace=olm")
+	g.Expect(err).NotTo(HaveOccurred())
+
+	// The objects of docs/install.md, with the catalog served locally instead of from its image.
+	sub := subscriptionFromDocs(t)
+	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: installNamespace}})).To(Succeed())
+	g.Expect(olmClient.Create(ctx, &operatorsv1alpha1.CatalogSource{
+		ObjectMeta: metav1.ObjectMeta{Namespace: sub.Spec.CatalogSourceNamespace, Name: sub.Spec.CatalogSource},
+		Spec: operatorsv1alpha1.CatalogSourceSpec{SourceType: operatorsv1alpha1.SourceTypeGrpc,
+			Address: catalogAddr, DisplayName: "Quartet (offline)"},
+	})).To(Succeed())
+	g.Expect(olmClient.Create(ctx, &operatorsv1.OperatorGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: installNamespace, Name: "quartet-operator"},
+	})).To(Succeed())
+	g.Expect(olmClient.Create(ctx, sub)).To(Succeed())
+
+	alive := func(g Gomega) {
+		g.Expect(olmProc.Exited()).To(Succeed())
+		g.Expect(catalogProc.Exited()).To(Succeed())
+	}
+	g.Eventually(func(g Gomega) {
+		alive(g)
+		g.Expect(olmClient.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())
+		g.Expect(sub.Status.InstallPlanRef).NotTo(BeNil(), "subscription status: %+v", sub.Status.Conditions)
+		plan := &operatorsv1alpha1.InstallPlan{}
+		g.Expect(olmClient.Get(ctx, client.ObjectKey{Namespace: installNamespace, Name: sub.Status.InstallPlanRef.Name}, plan)).To(Succeed())
+		g.Expect(plan.Status.Phase).To(Equal(operatorsv1alpha1.InstallPlanPhaseComplete), "install plan: %+v", plan.Status.Conditions)
+	}).WithTimeout(4 * time.Minute).WithPolling(time.Second).Should(Succeed())
+
+	// No bundle was unpacked by a Job: the objects came inline from the catalog.
+	jobs := &metav1.PartialObjectMetadataList{}
+	jobs.SetGroupVersionKind(schemaJobList)
+	g.Expect(env.Client.List(ctx, jobs, client.InNamespace(installNamespace))).To(Succeed())
+	g.Expect(jobs.Items).To(BeEmpty(), "no unpack Job")
+
+	g.Eventually(func(g Gomega) {
+		alive(g)
+		csv := &operatorsv1alpha1.ClusterServiceVersion{}
+		g.Expect(olmClient.Get(ctx, client.ObjectKey{Namespace: installNamespace, Name: catalog.bundleName}, csv)).To(Succeed())
+		g.Expect(csv.Status.Phase).To(Equal(operatorsv1alpha1.CSVPhaseSucceeded), "CSV %s: %s", csv.Status.Reason, csv.Status.Message)
+	}).WithTimeout(4 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	return sub, catalog
+}
+
+// assertInstalled checks what OLM created: the ServiceAccount, the CSV's roles and bindings, webhook
+// configurations whose CA bundle verifies the serving certificate OLM generated, and the Deployment with that
+// certificate mounted and the Subscription's environment applied.
+func assertInstalled(t *testing.T, sub *operatorsv1alpha1.Subscription) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	csv := &operatorsv1alpha1.ClusterServiceVersion{}
+	g.Expect(olmClient.Get(ctx, client.ObjectKey{Namespace: installNamespace, Name: sub.Status.InstalledCSV}, csv)).To(Succeed())
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: installNamespace, Name: serviceAccount}, &corev1.ServiceAccount{})).To(Succeed())
+
+	// Every rule of the CSV is granted to the ServiceAccount through a binding OLM created.
+	owned := client.MatchingLabels{"olm.owner": csv.Name, "olm.owner.namespace": installNamespace}
+	roles, crs := &rbacv1.RoleList{}, &rbacv1.ClusterRoleList{}
+	g.Expect(env.Client.List(ctx, roles, client.InNamespace(installNamespace), owned)).To(Succeed())
+	g.Expect(env.Client.List(ctx, crs, owned)).To(Succeed())
+	g.Expect(roles.Items).NotTo(BeEmpty(), "the CSV's namespaced permissions")
+	g.Expect(crs.Items).NotTo(BeEmpty(), "the CSV's cluster permissions")
+	bindings, crbs := &rbacv1.RoleBindingList{}, &rbacv1.ClusterRoleBindingList{}
+	g.Expect(env.Client.List(ctx, bindings, client.InNamespace(installNamespace), owned)).To(Succeed())
+	g.Expect(env.Client.List(ctx, crbs, owned)).To(Succeed())
+	subject := rbacv1.Subject{Kind: "ServiceAccount", Name: serviceAccount, Namespace: installNamespace}
+	for _, b := range bindings.Items {
+		g.Expect(b.Subjects).To(ContainElement(subject), "RoleBinding %s", b.Name)
+	}
+	for _, b := range crbs.Items {
+		g.Expect(b.Subjects).To(ContainElement(subject), "ClusterRoleBinding %s", b.Name)
+	}
+	var wantRules, gotRules int
+	for _, p := range csv.Spec.InstallStrategy.StrategySpec.ClusterPermissions {
+		wantRules += len(p.Rules)
+	}
+	for _, cr := range crs.Items {
+		gotRules += len(cr.Rules)
+	}
+	g.Expect(gotRules).To(BeNumerically(">=", wantRules), "every cluster rule of the CSV is in a ClusterRole")
+
+	certSecret := assertWebhooksTrustServingCert(t, csv)
+
+	// The Deployment: the certificate mounted where the manager reads it, the Subscription's env applied.
+	dep := &appsv1.Deployment{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: installNamespace, Name: deploymentName}, dep)).To(Succeed())
+	manager := asinstalled.ManagerContainer(dep)
+	g.Expect(manager).NotTo(BeNil())
+	g.Expect(manager.VolumeMounts).To(ContainElement(And(
+		HaveField("MountPath", "/tmp/k8s-webhook-server/serving-certs"))))
+	var certVolume bool
+	for _, v := range dep.Spec.Template.Spec.Volumes {
+		certVolume = certVolume || (v.Secret != nil && v.Secret.SecretName == certSecret.Name)
+	}
+	g.Expect(certVolume).To(BeTrue(), "the serving certificate Secret is a volume of the manager pod")
+	for _, e := range sub.Spec.Config.Env {
+		g.Expect(manager.Env).To(ContainElement(e), "the Subscription's env %s is in the Deployment", e.Name)
+	}
+}
+
+// assertWebhooksTrustServingCert checks that the serving certificate OLM generated is valid for the webhook
+// Service's name and that every webhook configuration OLM created for csv carries a CA bundle that verifies it; it
+// returns the certificate's Secret.
+func assertWebhooksTrustServingCert(t *testing.T, csv *operatorsv1alpha1.ClusterServiceVersion) *corev1.Secret {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	owned := client.MatchingLabels{"olm.owner": csv.Name, "olm.owner.namespace": installNamespace}
+	certSecret := &corev1.Secret{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: installNamespace, Name: deploymentName + "-service-cert"}, certSecret)).To(Succeed())
+	block, _ := pem.Decode(certSecret.Data[corev1.TLSCertKey])
+	g.Expect(block).NotTo(BeNil(), "tls.crt of the serving certificate")
+	serving, err := x509.ParseCertificate(block.Bytes)
+	g.Expect(err).NotTo(HaveOccurred())
+	serviceHost := fmt.Sprintf("%s-service.%s.svc", deploymentName, installNamespace)
+	g.Expect(serving.VerifyHostname(serviceHost)).To(Succeed())
+
+	verifies := func(caBundle []byte, what string) {
+		pool := x509.NewCertPool()
+		g.Expect(pool.AppendCertsFromPEM(caBundle)).To(BeTrue(), "%s has a CA bundle", what)
+		_, err := serving.Verify(x509.VerifyOptions{Roots: pool, DNSName: serviceHost})
+		g.Expect(err).NotTo(HaveOccurred(), "%s's CA bundle verifies the serving certificate", what)
+	}
+	validating, mutating := &admissionregistrationv1.ValidatingWebhookConfigurationList{}, &admissionregistrationv1.MutatingWebhookConfigurationList{}
+	g.Expect(env.Client.List(ctx, validating, owned)).To(Succeed())
+	g.Expect(env.Client.List(ctx, mutating, owned)).To(Succeed())
+	var made int
+	for _, c := range validating.Items {
+		for _, w := range c.Webhooks {
+			verifies(w.ClientConfig.CABundle, "validating webhook "+w.Name)
+			g.Expect(w.ClientConfig.Service.Name).To(Equal(deploymentName + "-service"))
+			made++
+		}
+	}
+	for _, c := range mutating.Items {
+		for _, w := range c.Webhooks {
+			verifies(w.ClientConfig.CABundle, "mutating webhook "+w.Name)
+			made++
+		}
+	}
+	g.Expect(made).To(Equal(len(csv.Spec.WebhookDefinitions)), "one webhook per webhook definition")
+
+	return certSecret
+}
