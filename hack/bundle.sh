@@ -47,8 +47,11 @@ for crd in config/crd/bases/*.yaml; do
 		sed -i "s/^\(      name: \)${singular}\.${group}\$/\1${plural}.${group}/" "$base"
 done
 
-# 2. The manager image everything refers to (a no-op for the default IMG, which config/manager already holds).
+# 2. The manager image everything refers to (a no-op for the default IMG, which config/manager already holds),
+#    and the katastroma image of the Platform sample, which is the same image (it ships /katastroma): the
+#    alm-example must name a released image, never a placeholder.
 (cd config/manager && "$KUSTOMIZE" edit set image "controller=${IMG}")
+replace config/samples/gitops_v1alpha1_platform.yaml '^(  image: )[^ ]+' "\\1${IMG}"
 
 # 3. The bundle. Start from an empty bundle/ so objects that left config/ leave the bundle too.
 rm -rf bundle
@@ -61,6 +64,14 @@ replace "$csv" '^(    containerImage: ).*$' "\\1${IMG}"
 # operator-sdk drops spec.relatedImages unless it pins digests; list the manager image for mirroring tools.
 grep -q '^  relatedImages:' "$csv" && fail "$csv already has relatedImages; drop this step"
 replace "$csv" '^(  version: .*)$' "  relatedImages:\\n  - image: ${IMG}\\n    name: manager\\n\\1"
+# The OpenShift releases the bundle supports (the catalog tooling reads it from the bundle image's metadata), kept
+# equal to the CSV base's annotation, which must start at the release that ships minKubeVersion.
+openshift_versions=$(sed -nE 's/^    com\.redhat\.openshift\.versions: "?([^"]*)"?$/\1/p' "$base")
+[ -n "$openshift_versions" ] || fail "$base has no metadata.annotations[com.redhat.openshift.versions]"
+printf '\n  # OpenShift releases this bundle supports.\n  com.redhat.openshift.versions: %s\n' "$openshift_versions" \
+	>>bundle/metadata/annotations.yaml
+replace bundle.Dockerfile '^(LABEL operators\.operatorframework\.io\.test\.config\.v1=.*)$' \
+	"\\1\\n\\n# OpenShift releases this bundle supports.\\nLABEL com.redhat.openshift.versions=${openshift_versions}"
 if grep -REl '^kind: (Certificate|Issuer|ClusterIssuer)$' bundle/manifests >/dev/null; then
 	fail "bundle/manifests holds cert-manager objects; OLM provides the webhook certificates"
 fi
@@ -72,9 +83,28 @@ if grep -Eq 'level=(warning|error)' <<<"$out"; then
 	fail "bundle validation reported warnings"
 fi
 
-# 6. The file-based catalog: the package, one channel per entry in CHANNELS, and the bundle rendered from bundle/
-#    (olm.csv.metadata instead of the whole manifests inlined; OLM unpacks the bundle image to install).
-name="${package}.v${VERSION}"
+# 6. The file-based catalog: the package, one channel per entry in CHANNELS listing every release, and the bundles.
+#    Released bundles are kept as rendered in config/catalog/releases/<version>.yaml (`make release-freeze`
+#    writes them; opm's basic and semver templates would need to pull each released bundle image, which an offline
+#    build cannot); the current one is rendered from bundle/ (olm.csv.metadata instead of the manifests inlined; OLM
+#    unpacks the bundle image to install). Each entry replaces the one before it and skips every version from it.
+releases=config/catalog/releases
+render_current() {
+	"$OPM" render ./bundle --alpha-image-ref-template="$BUNDLE_IMG" --migrate-level=bundle-object-to-csv-metadata \
+		--output=yaml
+}
+if [ "${1:-}" = freeze ]; then
+	mkdir -p "$releases"
+	[ -e "$releases/${VERSION}.yaml" ] && fail "$releases/${VERSION}.yaml exists: bump VERSION for the next release"
+	render_current >"$releases/${VERSION}.yaml"
+	go run ./hack/crdsurface bundle/manifests >"$releases/${VERSION}.crds.json"
+	echo "bundle.sh: froze ${VERSION} into $releases; now bump VERSION (Makefile) and createdAt (CSV base)"
+	exit 0
+fi
+released=()
+[ -d "$releases" ] && mapfile -t released < <(find "$releases" -maxdepth 1 -name '*.yaml' -printf '%f\n' | sed 's/\.yaml$//')
+mapfile -t versions < <(printf '%s\n' "${released[@]}" "$VERSION" | sed '/^$/d' | sort -uV)
+[ "${versions[-1]}" = "$VERSION" ] || fail "VERSION ${VERSION} is older than the released ${versions[-1]}"
 rm -rf catalog
 mkdir -p "catalog/${package}"
 {
@@ -82,10 +112,22 @@ mkdir -p "catalog/${package}"
 		--description=config/manifests/catalog-description.md --output=yaml
 	IFS=, read -ra channels <<<"$CHANNELS"
 	for channel in "${channels[@]}"; do
-		printf -- '---\nschema: olm.channel\npackage: %s\nname: %s\nentries:\n- name: %s\n' "$package" "$channel" "$name"
+		printf -- '---\nschema: olm.channel\npackage: %s\nname: %s\nentries:\n' "$package" "$channel"
+		prev=""
+		for v in "${versions[@]}"; do
+			printf -- '- name: %s.v%s\n' "$package" "$v"
+			[ -n "$prev" ] && printf -- '  replaces: %s.v%s\n  skipRange: ">=%s <%s"\n' "$package" "$prev" "$prev" "$v"
+			prev=$v
+		done
 	done
-	"$OPM" render ./bundle --alpha-image-ref-template="$BUNDLE_IMG" --migrate-level=bundle-object-to-csv-metadata \
-		--output=yaml
+	for v in "${versions[@]}"; do
+		if [ -e "$releases/${v}.yaml" ]; then
+			printf -- '---\n'
+			sed '1{/^---$/d}' "$releases/${v}.yaml"
+		else
+			render_current
+		fi
+	done
 } >"catalog/${package}/index.yaml"
 "$OPM" validate catalog
 rm -f catalog.Dockerfile

@@ -83,24 +83,6 @@ func almExamples(t *testing.T) []*unstructured.Unstructured {
 	return out
 }
 
-// ownedCRD finds the bundle CRD and the CSV description owning group/version/kind.
-func ownedCRD(t *testing.T, group, version, kind string) (*apiextensionsv1.CustomResourceDefinition, *operatorsv1alpha1.CRDDescription) {
-	t.Helper()
-	var crd *apiextensionsv1.CustomResourceDefinition
-	for _, c := range theBundle(t).V1CRDs {
-		if c.Spec.Group == group && c.Spec.Names.Kind == kind {
-			crd = c
-		}
-	}
-	owned := csv(t).Spec.CustomResourceDefinitions.Owned
-	for i := range owned {
-		if crd != nil && owned[i].Name == crd.Name && owned[i].Version == version {
-			return crd, &owned[i]
-		}
-	}
-	return crd, nil
-}
-
 // schemaFor returns the openAPIV3Schema of a CRD version.
 func schemaFor(crd *apiextensionsv1.CustomResourceDefinition, version string) *apiextensionsv1.JSONSchemaProps {
 	for _, v := range crd.Spec.Versions {

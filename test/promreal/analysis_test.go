@@ -8,7 +8,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/quartet-dev/quartet-operator/internal/rollout"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/rollout"
 )
 
 var thresholds = rollout.Thresholds{MaxErrorRate: 0.1, MaxP99: 500 * time.Millisecond, MinRequestSample: 20}

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/quartet-dev/quartet-operator/internal/rollout"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/rollout"
 )
 
 // manager drives rollout.Decide on the real clock against a real Prometheus, playing the controller (analysis,

@@ -1,8 +1,11 @@
 // Package promreal runs the canary analysis against a real Prometheus (Debian's `prometheus` package; see
-// hack/ensure-prometheus.sh) scraping small HTTP servers started by the tests (internal/promlab). Each server
+// hack/ensure-prometheus.sh) scraping small HTTP servers started by the tests (internal/testenv/promlab). Each server
 // plays one variant of an agent and exposes http_requests_total{code} and the http_request_duration_seconds
 // histogram; the tests control its request rate, error share and latency, and the labels Prometheus attaches to
 // the scrape are the ones a PodMonitor gives agent pods (namespace, app_kubernetes_io_name, agentrax_io_variant).
+//
+// The same Prometheus checks the operator's monitoring: every PrometheusRule of config/prometheus loads, every
+// Grafana dashboard query parses, and both name only metrics the operator registers (rules_test.go).
 package promreal
 
 import (
@@ -10,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quartet-dev/quartet-operator/internal/promlab"
-	"github.com/quartet-dev/quartet-operator/internal/rollout"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/rollout"
+	"github.com/quartet-dev/quartet-operator/internal/testenv/promlab"
 )
 
 const namespace = "team-a"

@@ -1,0 +1,178 @@
+// Package names reads API discovery on a control plane that serves the operator's CRDs beside OLM's, and fails on
+// a resource name that two groups answer to. kubectl resolves a plural, singular or short name to the first group
+// that serves it (groups of equal priority sort alphabetically), so a shared name makes one group's objects
+// unreachable by that name — `kubectl get subscription` must keep reaching OLM's Subscriptions.
+package names
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+
+	"github.com/quartet-dev/quartet-operator/internal/testenv"
+)
+
+var (
+	env *testenv.Env
+	// olmCRDs is the directory of OLM's CRDs (`make olm` links bin/olm).
+	olmCRDs string
+)
+
+// ownGroups are the API groups this operator serves.
+var ownGroups = []string{"agentrax.io", "fleetmanagement.grafana.com", "katastroma.org", "operator.gnmic.dev"}
+
+// olmGroup is the group of OLM's Subscription, CatalogSource, InstallPlan, ClusterServiceVersion and friends.
+const olmGroup = "operators.coreos.com"
+
+func TestMain(m *testing.M) {
+	dir, err := olmDir()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "names:", err)
+		os.Exit(1)
+	}
+	olmCRDs = filepath.Join(dir, "crds")
+	os.Exit(testenv.Main(m, &env, testenv.Options{ExtraCRDPaths: []string{olmCRDs}}))
+}
+
+// olmDir finds `make olm`'s output; a missing build fails the package, never skips it.
+func olmDir() (string, error) {
+	for _, dir := range []string{
+		filepath.Join(testenv.RepoRoot(), "bin", "olm"),
+		filepath.Join(testenv.CacheDir(), "olm", "v0.42.0"),
+	} {
+		if _, err := os.Stat(filepath.Join(dir, ".done")); err == nil {
+			return dir, nil
+		}
+	}
+	return "", errors.New("OLM's CRDs are not built: run `make olm` (make test does)")
+}
+
+// servedNames maps every plural, singular and short resource name to the groups serving it (subresources skipped).
+func servedNames(lists []*metav1.APIResourceList) (map[string][]string, error) {
+	byName := map[string][]string{}
+	for _, list := range lists {
+		gv, err := parseGroup(list.GroupVersion)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range list.APIResources {
+			if strings.Contains(r.Name, "/") {
+				continue
+			}
+			names := append([]string{r.Name, r.SingularName}, r.ShortNames...)
+			for _, n := range names {
+				if n != "" && !slices.Contains(byName[n], gv) {
+					byName[n] = append(byName[n], gv)
+				}
+			}
+		}
+	}
+	return byName, nil
+}
+
+// parseGroup returns the group of "group/version" ("" for the core "v1").
+func parseGroup(groupVersion string) (string, error) {
+	if groupVersion == "" {
+		return "", errors.New("discovery returned a resource list without groupVersion")
+	}
+	group, _, found := strings.Cut(groupVersion, "/")
+	if !found {
+		return "", nil
+	}
+	return group, nil
+}
+
+// TestNoResourceNameIsServedByTwoGroupsWhenOneIsOurs: on a cluster with OLM's CRDs, none of the operator's plural,
+// singular or short names is served by another group. (kubectl matches a Kind through the singular name, which CRDs
+// always set, so a Kind alone shadows nothing.)
+func TestNoResourceNameIsServedByTwoGroupsWhenOneIsOurs(t *testing.T) {
+	g := NewWithT(t)
+	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, lists, err := dc.ServerGroupsAndResources()
+	g.Expect(err).NotTo(HaveOccurred())
+
+	byName, err := servedNames(lists)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(byName).To(HaveKeyWithValue("subscriptions", ContainElement(olmGroup)),
+		"OLM's CRDs are not served, so the test would check nothing")
+	for _, own := range ownGroups {
+		g.Expect(slices.ContainsFunc(lists, func(l *metav1.APIResourceList) bool {
+			return strings.HasPrefix(l.GroupVersion, own+"/")
+		})).To(BeTrue(), "group %s is not served", own)
+	}
+
+	var clashes []string
+	for name, groups := range byName {
+		if len(groups) > 1 && slices.ContainsFunc(groups, func(gr string) bool { return slices.Contains(ownGroups, gr) }) {
+			sort.Strings(groups)
+			clashes = append(clashes, fmt.Sprintf("%s: %s", name, strings.Join(groups, ", ")))
+		}
+	}
+	sort.Strings(clashes)
+	g.Expect(clashes).To(BeEmpty(), "resource names served by more than one group")
+}
+
+// TestNoTwoOwnedKindsShareAKind: the scorecard matches an alm-example to an owned CRD by kind and version only, so
+// two of our groups serving one Kind get checked against each other's schema.
+func TestNoTwoOwnedKindsShareAKind(t *testing.T) {
+	g := NewWithT(t)
+	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, lists, err := dc.ServerGroupsAndResources()
+	g.Expect(err).NotTo(HaveOccurred())
+
+	groupsOfKind := map[string][]string{}
+	for _, list := range lists {
+		group, err := parseGroup(list.GroupVersion)
+		g.Expect(err).NotTo(HaveOccurred())
+		if !slices.Contains(ownGroups, group) {
+			continue
+		}
+		for _, r := range list.APIResources {
+			if !strings.Contains(r.Name, "/") && !slices.Contains(groupsOfKind[r.Kind], group) {
+				groupsOfKind[r.Kind] = append(groupsOfKind[r.Kind], group)
+			}
+		}
+	}
+	g.Expect(groupsOfKind).NotTo(BeEmpty())
+	for kind, groups := range groupsOfKind {
+		g.Expect(groups).To(HaveLen(1), "kind %s is served by %v", kind, groups)
+	}
+}
+
+// TestServedNamesFindsAClash is the detector's own table: a name two groups share is reported, subresources are not.
+func TestServedNamesFindsAClash(t *testing.T) {
+	lists := []*metav1.APIResourceList{
+		{GroupVersion: "operators.coreos.com/v1alpha1", APIResources: []metav1.APIResource{
+			{Name: "subscriptions", SingularName: "subscription", Kind: "Subscription", ShortNames: []string{"sub", "subs"}},
+			{Name: "subscriptions/status", Kind: "Subscription"},
+		}},
+		{GroupVersion: "operator.gnmic.dev/v1alpha1", APIResources: []metav1.APIResource{
+			{Name: "subscriptions", SingularName: "subscription", Kind: "Subscription"},
+		}},
+		{GroupVersion: "v1", APIResources: []metav1.APIResource{{Name: "pods", SingularName: "pod", Kind: "Pod", ShortNames: []string{"po"}}}},
+	}
+	byName, err := servedNames(lists)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	cases := map[string][]string{
+		"subscriptions": {"operators.coreos.com", "operator.gnmic.dev"},
+		"subscription":  {"operators.coreos.com", "operator.gnmic.dev"},
+		"sub":           {"operators.coreos.com"},
+		"pods":          {""},
+		"po":            {""},
+	}
+	for name, want := range cases {
+		t.Run(name, func(t *testing.T) { NewWithT(t).Expect(byName[name]).To(ConsistOf(want)) })
+	}
+	NewWithT(t).Expect(byName).NotTo(HaveKey("subscriptions/status"))
+}
