@@ -1,0 +1,313 @@
+package helm
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/quartet-dev/quartet-operator/internal/helmchart"
+	"github.com/quartet-dev/quartet-operator/internal/manager"
+	"github.com/quartet-dev/quartet-operator/internal/testenv"
+)
+
+// TestLint runs `helm lint --strict` with the default and the non-default values.
+func TestLint(t *testing.T) {
+	for name, vals := range map[string]map[string]any{
+		"default": nil, "non-default": nonDefaultValues(t), "cluster issuer": clusterIssuerValues(),
+		"operator certificates": operatorCertValues(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			lint := action.NewLint()
+			lint.Strict = true
+			lint.Namespace = releaseNamespace
+			result := lint.Run([]string{chartDir()}, vals)
+			var findings []string
+			for _, m := range result.Messages {
+				if m.Severity > support.InfoSev {
+					findings = append(findings, m.Error())
+				}
+			}
+			g.Expect(result.Errors).To(BeEmpty())
+			g.Expect(findings).To(BeEmpty())
+			g.Expect(result.TotalChartsLinted).To(Equal(1))
+		})
+	}
+}
+
+// TestSchemaRejectsWhatTheManagerWouldNot: a misspelled flag, a flag the chart sets itself and a wrong type fail
+// at install time, naming the value, instead of when the manager starts (or never).
+func TestSchemaRejectsWhatTheManagerWouldNot(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		vals map[string]any
+		want string
+	}{
+		{"misspelled flag", map[string]any{"config": map[string]any{"log-lvl": "debug"}}, "log-lvl"},
+		{"chart-owned flag", map[string]any{"config": map[string]any{"leader-elect": "false"}}, "leader-elect"},
+		{"unknown group", map[string]any{"groups": []any{"gnmi"}}, "groups"},
+		{"unknown certificate source", map[string]any{"webhook": map[string]any{"certificates": map[string]any{"source": "self"}}}, "source"},
+		{"secret without its name", map[string]any{"webhook": map[string]any{"certificates": map[string]any{"source": "secret", "caBundle": "Zm9v"}}}, "webhook.certificates.secretName"},
+		{"secret without a CA", map[string]any{"webhook": map[string]any{"certificates": map[string]any{"source": "secret", "secretName": "tls"}}}, "webhook.certificates.caBundle"},
+		{"replicas as text", map[string]any{"replicaCount": "two"}, "replicaCount"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := render(t, tc.vals)
+			NewWithT(t).Expect(err).To(MatchError(ContainSubstring(tc.want)))
+		})
+	}
+}
+
+// helmOnlyLabels are the labels the chart adds to what config/ has.
+var helmOnlyLabels = []string{"helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by"}
+
+// TestDefaultsRenderConfigDefault: with default values the chart's templates are exactly the objects
+// `kustomize build config/default` gives (but its Namespace and CRDs, which are the release namespace and crds/),
+// in the release namespace, with Helm's labels instead of kustomize's managed-by.
+func TestDefaultsRenderConfigDefault(t *testing.T) {
+	g := NewWithT(t)
+	rendered, err := render(t, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).
+		Run(filesys.MakeFsOnDisk(), testenv.RepoRoot()+"/config/default")
+	g.Expect(err).NotTo(HaveOccurred())
+
+	want := map[string]map[string]any{}
+	for _, r := range resources.Resources() {
+		if r.GetKind() == "Namespace" || r.GetKind() == "CustomResourceDefinition" {
+			continue
+		}
+		obj, err := r.Map()
+		g.Expect(err).NotTo(HaveOccurred())
+		u := &unstructured.Unstructured{Object: normalized(obj).(map[string]any)}
+		if u.GetNamespace() != "" {
+			u.SetNamespace(releaseNamespace)
+		}
+		replaceNamespace(u.Object)
+		want[key(u)] = comparable(u)
+	}
+	got := map[string]map[string]any{}
+	for _, u := range rendered {
+		labels := u.GetLabels()
+		g.Expect(labels).To(HaveKeyWithValue("app.kubernetes.io/managed-by", "Helm"), key(u))
+		g.Expect(labels).To(HaveKeyWithValue("app.kubernetes.io/instance", releaseName), key(u))
+		if u.GetKind() == "Deployment" {
+			// The one field the chart adds: config/ leaves the pull policy to the API server's default.
+			containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+			g.Expect(containers[0]).To(HaveKeyWithValue("imagePullPolicy", "IfNotPresent"))
+			delete(containers[0].(map[string]any), "imagePullPolicy")
+			g.Expect(unstructured.SetNestedSlice(u.Object, containers, "spec", "template", "spec", "containers")).To(Succeed())
+		}
+		got[key(u)] = comparable(u)
+	}
+	g.Expect(sortedKeys(got)).To(Equal(sortedKeys(want)))
+	for k := range want {
+		g.Expect(got[k]).To(Equal(want[k]), k)
+	}
+}
+
+func key(u *unstructured.Unstructured) string { return u.GetKind() + "/" + u.GetName() }
+
+// comparable drops the labels only one side has and normalizes "--leader-elect" (config/) against
+// "--leader-elect=true" (the chart's value).
+func comparable(u *unstructured.Unstructured) map[string]any {
+	c := u.DeepCopy()
+	labels := c.GetLabels()
+	for _, l := range helmOnlyLabels {
+		delete(labels, l)
+	}
+	if len(labels) == 0 {
+		labels = nil
+	}
+	c.SetLabels(labels)
+	if annotations := c.GetAnnotations(); annotations != nil && len(annotations) == 0 {
+		c.SetAnnotations(nil)
+	}
+	if c.GetKind() == "Deployment" {
+		containers, _, _ := unstructured.NestedSlice(c.Object, "spec", "template", "spec", "containers")
+		container := containers[0].(map[string]any)
+		args := container["args"].([]any)
+		for i, a := range args {
+			if a == "--leader-elect=true" {
+				args[i] = "--leader-elect"
+			}
+		}
+		_ = unstructured.SetNestedSlice(c.Object, containers, "spec", "template", "spec", "containers")
+	}
+	return normalized(c.Object).(map[string]any)
+}
+
+// replaceNamespace rewrites config/default's namespace wherever it appears in a string (webhook Services,
+// Certificate DNS names, the inject-ca-from annotation, RBAC subjects).
+func replaceNamespace(v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, sub := range v {
+			if s, ok := sub.(string); ok {
+				v[k] = replaceIn(s)
+			} else {
+				replaceNamespace(sub)
+			}
+		}
+	case []any:
+		for i, sub := range v {
+			if s, ok := sub.(string); ok {
+				v[i] = replaceIn(s)
+			} else {
+				replaceNamespace(sub)
+			}
+		}
+	}
+}
+
+func replaceIn(s string) string {
+	return strings.ReplaceAll(s, helmchart.InstallNamespace, releaseNamespace)
+}
+
+// TestValuesReachTheObjects: every non-default value shows up where it should, and each config entry becomes the
+// variable the manager's environment rule reads for that flag.
+func TestValuesReachTheObjects(t *testing.T) {
+	g := NewWithT(t)
+	vals := nonDefaultValues(t)
+	rendered, err := render(t, vals)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	d := find(rendered, "Deployment", "quartet-operator-controller-manager")
+	g.Expect(d).NotTo(BeNil())
+	g.Expect(d.Object["spec"]).To(HaveKeyWithValue("replicas", BeEquivalentTo(2)))
+	pod, _, _ := unstructured.NestedMap(d.Object, "spec", "template", "spec")
+	for _, field := range []string{"imagePullSecrets", "nodeSelector", "tolerations", "affinity", "priorityClassName"} {
+		g.Expect(normalized(pod[field])).To(Equal(normalized(vals[field])), field)
+	}
+	g.Expect(normalized(pod["securityContext"])).To(Equal(normalized(vals["podSecurityContext"])))
+	annotations, _, _ := unstructured.NestedStringMap(d.Object, "spec", "template", "metadata", "annotations")
+	g.Expect(annotations).To(HaveKeyWithValue("example.com/team", "telemetry"))
+	labels, _, _ := unstructured.NestedStringMap(d.Object, "spec", "template", "metadata", "labels")
+	g.Expect(labels).To(HaveKeyWithValue("example.com/tier", "operators"))
+
+	container := pod["containers"].([]any)[0].(map[string]any)
+	g.Expect(container["image"]).To(Equal("registry.example.com/quartet/operator:v9.9.9"))
+	g.Expect(container["imagePullPolicy"]).To(Equal("Always"))
+	g.Expect(normalized(container["resources"])).To(Equal(normalized(vals["resources"])))
+	g.Expect(normalized(container["securityContext"])).To(Equal(normalized(vals["securityContext"])))
+	g.Expect(container["args"]).To(ContainElements("--leader-elect=false", "--groups=gnmic,fleet"))
+
+	env := map[string]string{}
+	for _, e := range container["env"].([]any) {
+		e := e.(map[string]any)
+		if v, ok := e["value"].(string); ok {
+			env[e["name"].(string)] = v
+		}
+	}
+	config := vals["config"].(map[string]any)
+	for flag, value := range config {
+		g.Expect(env).To(HaveKeyWithValue(manager.EnvName(flag), fmt.Sprint(value)), flag)
+	}
+	g.Expect(env).To(HaveKeyWithValue("OTEL_SERVICE_NAME", "quartet"))
+	// The manager accepts the rendered environment: no unknown QUARTET_ variable, every value parses.
+	var environ []string
+	for k, v := range env {
+		environ = append(environ, k+"="+v)
+	}
+	args := make([]string, 0)
+	for _, a := range container["args"].([]any) {
+		args = append(args, a.(string))
+	}
+	_, err = manager.ParseCommandLine("manager", args, environ, new(discard))
+	g.Expect(err).NotTo(HaveOccurred())
+
+	volumes := pod["volumes"].([]any)
+	g.Expect(volumes).To(ContainElement(HaveKeyWithValue("secret", HaveKeyWithValue("secretName", "quartet-webhook-tls"))))
+
+	for _, kind := range []string{"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"} {
+		for _, w := range rendered {
+			if w.GetKind() != kind {
+				continue
+			}
+			g.Expect(w.GetAnnotations()).NotTo(HaveKey("cert-manager.io/inject-ca-from"), kind)
+			webhooks, _, _ := unstructured.NestedSlice(w.Object, "webhooks")
+			for _, hook := range webhooks {
+				caBundle, _, _ := unstructured.NestedString(hook.(map[string]any), "clientConfig", "caBundle")
+				g.Expect(caBundle).To(Equal(vals["webhook"].(map[string]any)["certificates"].(map[string]any)["caBundle"]), kind)
+			}
+		}
+	}
+	for _, k := range []string{"Certificate", "Issuer"} {
+		for _, o := range rendered {
+			g.Expect(o.GetKind()).NotTo(Equal(k), "the secret source renders no cert-manager objects")
+		}
+	}
+	g.Expect(find(rendered, "NetworkPolicy", "quartet-operator-allow-webhook-traffic")).NotTo(BeNil())
+	g.Expect(find(rendered, "ServiceMonitor", "quartet-operator-controller-manager-metrics-monitor")).NotTo(BeNil())
+
+	// A user's ClusterIssuer replaces the chart's self-signed Issuer.
+	rendered, err = render(t, clusterIssuerValues())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(find(rendered, "Issuer", "quartet-operator-selfsigned-issuer")).To(BeNil())
+	cert := find(rendered, "Certificate", "quartet-operator-serving-cert")
+	g.Expect(cert).NotTo(BeNil())
+	issuerRef, _, _ := unstructured.NestedStringMap(cert.Object, "spec", "issuerRef")
+	g.Expect(issuerRef).To(Equal(
+		map[string]string{"name": "corporate-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}))
+}
+
+// TestRenderedObjectsPassServerSideDryRun sends the chart's CRDs and every object it renders, for each values set,
+// to the API server as a dry run with strict field validation: a field the API does not know, a bad value or a
+// missing kind fails.
+func TestRenderedObjectsPassServerSideDryRun(t *testing.T) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNamespace + "-dry-run"}}
+	g.Expect(client.IgnoreAlreadyExists(env.Client.Create(ctx, ns))).To(Succeed())
+	for _, crd := range chartCRDs(t) {
+		// Installed already when the install test ran first: then the dry run is the update an upgrade would make.
+		existing := crd.DeepCopy()
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(crd), existing); err == nil {
+			crd.SetResourceVersion(existing.GetResourceVersion())
+			g.Expect(env.Client.Update(ctx, crd, client.DryRunAll, client.FieldValidation("Strict"))).To(Succeed(), crd.GetName())
+			continue
+		}
+		g.Expect(env.Client.Create(ctx, crd, client.DryRunAll, client.FieldValidation("Strict"))).To(Succeed(), crd.GetName())
+	}
+	for name, vals := range map[string]map[string]any{
+		"default": nil, "non-default": nonDefaultValues(t), "cluster issuer": clusterIssuerValues(),
+		"operator certificates": operatorCertValues(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			rendered, err := render(t, vals)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(rendered).NotTo(BeEmpty())
+			for _, obj := range rendered {
+				obj := obj.DeepCopy()
+				if obj.GetNamespace() != "" {
+					obj.SetNamespace(ns.Name)
+				}
+				err := env.Client.Create(ctx, obj, client.DryRunAll, client.FieldValidation("Strict"))
+				g.Expect(err).NotTo(HaveOccurred(), "%s: %v", key(obj), apierrors.ReasonForError(err))
+			}
+		})
+	}
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+func sortedKeys(m map[string]map[string]any) []string {
+	return slices.Sorted(maps.Keys(m))
+}
