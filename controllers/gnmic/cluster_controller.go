@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -53,11 +51,14 @@ type ClusterReconciler struct {
 	Recorder   recorder.EventRecorder
 	Collectors *collector.Client
 	Monitor    *collector.Monitor
-	// AllowURLOverride honours the operator.gnmic.dev/collector-urls annotation (tests and make dev only: it
-	// lets whoever edits a Cluster send its credentials anywhere).
-	AllowURLOverride bool
 	// ClusterDomain is the cluster's DNS domain (default cluster.local).
 	ClusterDomain string
+	// CertificateWait is how long a cert-manager Certificate may stay unissued before CertificatesReady says
+	// CertificateTimedOut (DefaultCertificateWait when zero).
+	CertificateWait time.Duration
+	// PlatformAssignsUID is true on clusters that assign pod UIDs themselves (OpenShift, detected through the
+	// security.openshift.io API group): collector pods then name no UID unless spec.podTemplate asks.
+	PlatformAssignsUID bool
 
 	events  chan event.GenericEvent
 	mu      sync.Mutex
@@ -67,12 +68,13 @@ type ClusterReconciler struct {
 // +kubebuilder:rbac:groups=operator.gnmic.dev,resources=clusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=operator.gnmic.dev,resources=clusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=operator.gnmic.dev,resources=clusters/finalizers,verbs=update
-// +kubebuilder:rbac:groups=operator.gnmic.dev,resources=pipelines;subscriptions;outputs;inputs;processors;tunneltargetpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=operator.gnmic.dev,resources=gnmicpipelines;gnmicsubscriptions;gnmicoutputs;gnmicinputs;gnmicprocessors;gnmictunneltargetpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=operator.gnmic.dev,resources=targets;targetprofiles,verbs=get;list;watch
 // +kubebuilder:rbac:groups=operator.gnmic.dev,resources=targets/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;create;update;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile fetches the Cluster, builds its plan, deploys the collectors, pushes each pod its share and writes
@@ -99,16 +101,27 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, err
 	}
 	p := plan.Build(snap)
-	pushErr := r.sync(ctx, c, snap, p)
+	tls, wait, pushErr := r.certificates(ctx, c)
+	if pushErr == nil && wait == 0 {
+		pushErr = r.ensureTargetTLS(ctx, c, snap.Profiles)
+	}
+	if pushErr == nil && wait == 0 {
+		pushErr = r.sync(ctx, c, snap, p, tls)
+	}
 	c.Status.ObservedGeneration = c.Generation
 	if err := kube.PatchStatusIfChanged(ctx, r.Client, before, c); err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, pushErr
+	res := ctrl.Result{RequeueAfter: wait}
+	if at := tls.renewAt(); pushErr == nil && !at.IsZero() {
+		// Come back when the serving certificate is due for renewal.
+		res.RequeueAfter = max(time.Until(at), time.Second)
+	}
+	return res, pushErr
 }
 
 // sync deploys the collectors, places and pushes the targets, and records everything in c.Status.
-func (r *ClusterReconciler) sync(ctx context.Context, c *gnmicv1alpha1.Cluster, snap plan.Snapshot, p *plan.Plan) error {
+func (r *ClusterReconciler) sync(ctx context.Context, c *gnmicv1alpha1.Cluster, snap plan.Snapshot, p *plan.Plan, tls *clusterCerts) error {
 	key := client.ObjectKeyFromObject(c)
 	replicas := int(c.DesiredReplicas())
 	targets := slices.Sorted(maps.Keys(p.Config.Targets))
@@ -142,7 +155,7 @@ func (r *ClusterReconciler) sync(ctx context.Context, c *gnmicv1alpha1.Cluster, 
 	c.Status.InputsCount = int32(len(p.Config.Inputs))
 	c.Status.OutputsCount = int32(len(p.Config.Outputs))
 	r.setCapacityCondition(c, placed)
-	r.setCertificatesCondition(c)
+	setFeaturesCondition(c, p)
 	recordClusterGauges(c)
 
 	// Pods beyond the new size keep running until they were drained.
@@ -152,13 +165,16 @@ func (r *ClusterReconciler) sync(ctx context.Context, c *gnmicv1alpha1.Cluster, 
 		current.Spec.Replicas != nil && *current.Spec.Replicas > stsReplicas {
 		stsReplicas = *current.Spec.Replicas
 	}
-	sts, err := r.ensureResources(ctx, c, p, stsReplicas)
+	sts, err := r.ensureResources(ctx, c, p, stsReplicas, tls)
 	if err != nil {
 		return err
 	}
 	c.Status.ReadyReplicas = sts.Status.ReadyReplicas
 	pods := int(stsReplicas)
 	urls := r.collectorURLs(c, pods)
+	if err := r.trustCollectors(tls, c, urls); err != nil {
+		return err
+	}
 	if sts.Status.ReadyReplicas < stsReplicas || sts.Status.ObservedGeneration < sts.Generation && sts.Status.ReadyReplicas < stsReplicas {
 		r.setApplied(c, metav1.ConditionFalse, gnmicv1alpha1.ReasonWaitingForPods,
 			fmt.Sprintf("%d of %d collector pods ready", sts.Status.ReadyReplicas, stsReplicas))
@@ -292,37 +308,22 @@ func (r *ClusterReconciler) dropPodsFrom(cluster ktypes.NamespacedName, from int
 
 func (r *ClusterReconciler) forget(cluster ktypes.NamespacedName) {
 	r.Monitor.Stop(cluster)
+	r.Collectors.Forget(cluster.String())
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.applied, cluster)
 }
 
-// collectorURLs returns the REST base URL of pods 0..n-1: pod DNS names, or the override annotation.
+// collectorURLs returns the REST base URL of pods 0..n-1, by pod DNS name. In development and tests the
+// connections are sent to local stand-ins by the HTTP client's dialer (internal/devdial), never by these URLs.
 func (r *ClusterReconciler) collectorURLs(c *gnmicv1alpha1.Cluster, n int) map[int]string {
-	override := map[int]string{}
-	if r.AllowURLOverride {
-		for _, part := range strings.Split(c.Annotations[gnmicv1alpha1.ClusterCollectorURLsAnnotation], ",") {
-			idx, url, ok := strings.Cut(strings.TrimSpace(part), "=")
-			if i, err := strconv.Atoi(idx); ok && err == nil {
-				override[i] = url
-			}
-		}
-	}
 	scheme := "http"
 	if c.Spec.API != nil && c.Spec.API.TLS != nil {
 		scheme = "https"
 	}
-	domain := r.ClusterDomain
-	if domain == "" {
-		domain = "cluster.local"
-	}
 	urls := make(map[int]string, n)
 	for i := range n {
-		if u, ok := override[i]; ok {
-			urls[i] = u
-			continue
-		}
-		urls[i] = fmt.Sprintf("%s://%s.%s.%s.svc.%s:%d", scheme, podName(c, i), clusterResourceName(c), c.Namespace, domain, c.RestPort())
+		urls[i] = scheme + "://" + c.CollectorPodAddress(i, r.ClusterDomain)
 	}
 	return urls
 }
@@ -405,50 +406,6 @@ func (r *ClusterReconciler) finalize(ctx context.Context, c *gnmicv1alpha1.Clust
 	return r.Update(ctx, c)
 }
 
-func (r *ClusterReconciler) setApplied(c *gnmicv1alpha1.Cluster, status metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: gnmicv1alpha1.ClusterConditionConfigApplied,
-		Status: status, Reason: reason, Message: msg, ObservedGeneration: c.Generation})
-}
-
-func (r *ClusterReconciler) setReady(c *gnmicv1alpha1.Cluster, applied bool) {
-	cond := metav1.Condition{Type: gnmicv1alpha1.ClusterConditionReady, ObservedGeneration: c.Generation}
-	want := c.DesiredReplicas()
-	switch {
-	case applied && c.Status.ReadyReplicas >= want:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, gnmicv1alpha1.ReasonClusterReady, "every collector is ready and configured"
-	case c.Status.ReadyReplicas > 0:
-		cond.Status, cond.Reason = metav1.ConditionFalse, gnmicv1alpha1.ReasonClusterPartiallyReady
-		cond.Message = fmt.Sprintf("%d of %d collectors ready", c.Status.ReadyReplicas, want)
-	default:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, gnmicv1alpha1.ReasonClusterNotReady, "no collector is ready"
-	}
-	meta.SetStatusCondition(&c.Status.Conditions, cond)
-}
-
-func (r *ClusterReconciler) setCapacityCondition(c *gnmicv1alpha1.Cluster, placed placement.Result) {
-	cond := metav1.Condition{Type: gnmicv1alpha1.ClusterConditionCapacityExhausted, Status: metav1.ConditionFalse,
-		Reason: gnmicv1alpha1.ReasonCapacityAvailable, Message: "every target is placed", ObservedGeneration: c.Generation}
-	if n := len(placed.Unassigned); n > 0 {
-		cond.Status, cond.Reason = metav1.ConditionTrue, gnmicv1alpha1.ReasonCapacityExhausted
-		cond.Message = fmt.Sprintf("%d targets fit on no pod (capacity %d per pod)", n, placed.Capacity)
-		if !meta.IsStatusConditionTrue(c.Status.Conditions, cond.Type) {
-			r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, cond.Reason, "Place", cond.Message)
-		}
-	}
-	meta.SetStatusCondition(&c.Status.Conditions, cond)
-}
-
-func (r *ClusterReconciler) setCertificatesCondition(c *gnmicv1alpha1.Cluster) {
-	wantsTLS := c.Spec.ClientTLS != nil || (c.Spec.API != nil && c.Spec.API.TLS != nil) || (c.Spec.GRPCTunnel != nil && c.Spec.GRPCTunnel.TLS != nil)
-	if !wantsTLS {
-		meta.RemoveStatusCondition(&c.Status.Conditions, gnmicv1alpha1.ClusterConditionCertificatesReady)
-		return
-	}
-	meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: gnmicv1alpha1.ClusterConditionCertificatesReady,
-		Status: metav1.ConditionFalse, Reason: gnmicv1alpha1.ReasonTLSNotConfigured, ObservedGeneration: c.Generation,
-		Message: "cert-manager certificates are not issued by this operator version; TLS settings are not applied yet"})
-}
-
 func ptrTo[T any](v T) *T { return &v }
 
 func result(err error) string {
@@ -460,9 +417,12 @@ func result(err error) string {
 
 // SetupWithManager registers the controller and its watches.
 func (r *ClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts kube.ControllerOptions) error {
-	if err := kube.IndexField(ctx, mgr, &gnmicv1alpha1.Pipeline{}, pipelineClusterIx, func(o client.Object) []string {
-		return []string{o.(*gnmicv1alpha1.Pipeline).Spec.ClusterRef}
+	if err := kube.IndexField(ctx, mgr, &gnmicv1alpha1.GnmicPipeline{}, pipelineClusterIx, func(o client.Object) []string {
+		return []string{o.(*gnmicv1alpha1.GnmicPipeline).Spec.ClusterRef}
 	}); err != nil {
+		return err
+	}
+	if err := indexProfileReferences(ctx, mgr); err != nil {
 		return err
 	}
 	r.events = make(chan event.GenericEvent, 1024)
@@ -479,7 +439,7 @@ func (r *ClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manag
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ConfigMap{}).
-		Watches(&gnmicv1alpha1.Pipeline{}, handler.Funcs{
+		Watches(&gnmicv1alpha1.GnmicPipeline{}, handler.Funcs{
 			CreateFunc: func(_ context.Context, e event.TypedCreateEvent[client.Object], q workqueueT) {
 				q.Add(pipelineCluster(e.Object))
 			},
@@ -500,18 +460,21 @@ func (r *ClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manag
 		Watches(&gnmicv1alpha1.Input{}, toClusters, specOrLabels).
 		Watches(&gnmicv1alpha1.Processor{}, toClusters, specOrLabels).
 		Watches(&gnmicv1alpha1.TunnelTargetPolicy{}, toClusters, specOrLabels).
+		WatchesMetadata(metadataOf("Secret"), r.referencedToClusters(profileSecretsIx)).
+		WatchesMetadata(metadataOf("Secret"), handler.EnqueueRequestsFromMapFunc(labelledClusterOf)).
+		WatchesMetadata(metadataOf("ConfigMap"), r.referencedToClusters(profileConfigMapsIx)).
 		WatchesRawSource(source.Channel(r.events, &handler.EnqueueRequestForObject{})).
 		WithOptions(opts.Options()).
 		Complete(telemetry.TracedReconciler(ClusterControllerName, r))
 }
 
 func pipelineCluster(o client.Object) reconcile.Request {
-	return reconcile.Request{NamespacedName: ktypes.NamespacedName{Namespace: o.GetNamespace(), Name: o.(*gnmicv1alpha1.Pipeline).Spec.ClusterRef}}
+	return reconcile.Request{NamespacedName: ktypes.NamespacedName{Namespace: o.GetNamespace(), Name: o.(*gnmicv1alpha1.GnmicPipeline).Spec.ClusterRef}}
 }
 
 // clustersInNamespace maps any object of a namespace to every Cluster a Pipeline there refers to.
 func (r *ClusterReconciler) clustersInNamespace(ctx context.Context, o client.Object) []reconcile.Request {
-	pipelines := &gnmicv1alpha1.PipelineList{}
+	pipelines := &gnmicv1alpha1.GnmicPipelineList{}
 	if err := r.List(ctx, pipelines, client.InNamespace(o.GetNamespace())); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing Pipelines")
 		return nil

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	gnmicv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/gnmic/collector"
 	"github.com/quartet-dev/quartet-operator/internal/gnmic/plan"
 )
 
@@ -28,7 +29,6 @@ const (
 	labelCluster        = "operator.gnmic.dev/cluster"
 	labelPromOutput     = "operator.gnmic.dev/prometheus-output"
 	annotationConfigSum = "operator.gnmic.dev/config-sha256"
-	defaultPromPort     = 9804
 )
 
 // clusterResourceName is the StatefulSet and headless Service name of a Cluster.
@@ -59,6 +59,10 @@ func podLabels(c *gnmicv1alpha1.Cluster) map[string]string {
 	}
 }
 
+// BaseConfig is the startup configuration the collectors of c get (see baseConfig); exported for the real-gNMIc
+// check in test/gnmicreal.
+func BaseConfig(c *gnmicv1alpha1.Cluster) (string, error) { return baseConfig(c) }
+
 // baseConfig is the collector's startup configuration: only the API server, logging and the optional gNMI and
 // tunnel servers. Everything else arrives through /api/v1/config/apply.
 func baseConfig(c *gnmicv1alpha1.Cluster) (string, error) {
@@ -69,11 +73,27 @@ func baseConfig(c *gnmicv1alpha1.Cluster) (string, error) {
 			"enable-metrics": true,
 		},
 	}
+	if apiTLSEnabled(c) {
+		// gNMIc's api-server.tls keys; no ca-file, so no client certificate is required (the kubelet's probe has
+		// none).
+		cfg["api-server"].(map[string]any)["tls"] = map[string]any{
+			"cert-file": apiTLSMountPath + "/" + corev1.TLSCertKey,
+			"key-file":  apiTLSMountPath + "/" + corev1.TLSPrivateKeyKey,
+		}
+	}
 	if c.Spec.API != nil && c.Spec.API.GNMIPort != 0 {
 		cfg["gnmi-server"] = map[string]any{"address": fmt.Sprintf(":%d", c.Spec.API.GNMIPort)}
 	}
 	if t := c.Spec.GRPCTunnel; t != nil {
-		cfg["tunnel-server"] = map[string]any{"address": fmt.Sprintf(":%d", t.Port)}
+		tunnel := map[string]any{"address": fmt.Sprintf(":%d", t.Port)}
+		if tunnelLeaf.spec(c) != nil {
+			// gNMIc's tunnel-server.tls keys; no ca-file, so devices need no client certificate to dial in.
+			tunnel["tls"] = map[string]any{
+				"cert-file": tunnelLeaf.file(corev1.TLSCertKey),
+				"key-file":  tunnelLeaf.file(corev1.TLSPrivateKeyKey),
+			}
+		}
+		cfg["tunnel-server"] = tunnel
 	}
 	data, err := yaml.Marshal(cfg)
 	return string(data), err
@@ -81,7 +101,7 @@ func baseConfig(c *gnmicv1alpha1.Cluster) (string, error) {
 
 // ensureResources creates or updates the ConfigMap, headless Service, optional tunnel Service, one Service per
 // prometheus output and the StatefulSet (with stsReplicas pods). It returns the StatefulSet as stored.
-func (r *ClusterReconciler) ensureResources(ctx context.Context, c *gnmicv1alpha1.Cluster, p *plan.Plan, stsReplicas int32) (*appsv1.StatefulSet, error) {
+func (r *ClusterReconciler) ensureResources(ctx context.Context, c *gnmicv1alpha1.Cluster, p *plan.Plan, stsReplicas int32, tls *clusterCerts) (*appsv1.StatefulSet, error) {
 	config, err := baseConfig(c)
 	if err != nil {
 		return nil, err
@@ -135,7 +155,9 @@ func (r *ClusterReconciler) ensureResources(ctx context.Context, c *gnmicv1alpha
 		sts.Spec.ServiceName = name
 		sts.Spec.PodManagementPolicy = appsv1.ParallelPodManagement
 		sts.Spec.Selector = &metav1.LabelSelector{MatchLabels: lbls}
-		sts.Spec.Template = podTemplate(c, lbls, hex.EncodeToString(sum[:]))
+		sts.Spec.Template = podTemplate(c, lbls, hex.EncodeToString(sum[:]), r.PlatformAssignsUID)
+		withCertificates(&sts.Spec.Template, tls)
+		withTargetTLS(&sts.Spec.Template, c)
 	}); err != nil {
 		return nil, err
 	}
@@ -160,21 +182,33 @@ func applyTemplate(svc *corev1.Service, t *gnmicv1alpha1.ServiceTemplate, defaul
 	}
 }
 
-// ensurePrometheusServices keeps one Service per prometheus output in the plan and deletes the others.
+// ensurePrometheusServices keeps one headless Service per prometheus output instance in the plan and deletes the
+// others. Headless, because each collector pod serves only the metrics of its own shard of targets: a scrape
+// through a load-balancing Service would see 1/N of the data, so Prometheus must find and scrape every pod.
 func (r *ClusterReconciler) ensurePrometheusServices(ctx context.Context, c *gnmicv1alpha1.Cluster, p *plan.Plan, lbls map[string]string) error {
 	want := map[string]bool{}
 	for _, out := range p.PrometheusOutputs {
 		o := &gnmicv1alpha1.Output{}
-		if err := r.Get(ctx, out, o); err != nil {
+		if err := r.Get(ctx, out.Output, o); err != nil {
 			return client.IgnoreNotFound(err)
 		}
-		port := promPort(p.Config.Outputs[plan.Name(out.Namespace, out.Name)])
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: truncateName(clusterResourceName(c) + "-" + out.Name)}}
+		port := out.Port
+		suffix := out.Output.Name
+		if out.Name != plan.Name(out.Output.Namespace, out.Output.Name) {
+			suffix = strings.ReplaceAll(strings.TrimPrefix(out.Name, out.Output.Namespace+"/"), "/", "-")
+		}
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: truncateName(clusterResourceName(c) + "-" + suffix)}}
 		want[svc.Name] = true
+		if err := r.dropIfHeadlessnessChanges(ctx, c, svc, o.Spec.Service); err != nil {
+			return err
+		}
 		if err := r.createOrUpdate(ctx, c, svc, func() {
 			applyTemplate(svc, o.Spec.Service, corev1.ServiceTypeClusterIP, lbls)
-			svc.Labels[labelPromOutput] = out.Name
+			svc.Labels[labelPromOutput] = out.Output.Name
 			svc.Spec.Selector = lbls
+			if svc.Spec.Type == corev1.ServiceTypeClusterIP {
+				svc.Spec.ClusterIP = corev1.ClusterIPNone
+			}
 			svc.Spec.Ports = []corev1.ServicePort{{Name: "metrics", Port: port, TargetPort: intstr.FromInt32(port)}}
 		}); err != nil {
 			return err
@@ -196,15 +230,18 @@ func (r *ClusterReconciler) ensurePrometheusServices(ctx context.Context, c *gnm
 	return nil
 }
 
-// promPort reads the port out of a prometheus output's listen address (":9804" or "0.0.0.0:9804").
-func promPort(cfg map[string]any) int32 {
-	listen, _ := cfg["listen"].(string)
-	if i := strings.LastIndex(listen, ":"); i >= 0 {
-		if n, err := strconv.Atoi(listen[i+1:]); err == nil && n > 0 && n < 65536 {
-			return int32(n)
-		}
+// dropIfHeadlessnessChanges deletes an existing Service of ours that must switch between headless and not: a
+// Service's clusterIP cannot change in place. The caller creates it anew.
+func (r *ClusterReconciler) dropIfHeadlessnessChanges(ctx context.Context, c *gnmicv1alpha1.Cluster, svc *corev1.Service, t *gnmicv1alpha1.ServiceTemplate) error {
+	existing := &corev1.Service{}
+	if err := r.Get(ctx, client.ObjectKeyFromObject(svc), existing); err != nil {
+		return client.IgnoreNotFound(err)
 	}
-	return defaultPromPort
+	wantHeadless := t == nil || t.Type == "" || t.Type == corev1.ServiceTypeClusterIP
+	if (existing.Spec.ClusterIP == corev1.ClusterIPNone) == wantHeadless || !metav1.IsControlledBy(existing, c) {
+		return nil
+	}
+	return client.IgnoreNotFound(r.Delete(ctx, existing, client.Preconditions{UID: &existing.UID}))
 }
 
 func truncateName(n string) string {
@@ -215,8 +252,10 @@ func truncateName(n string) string {
 	return strings.TrimRight(n[:54], "-.") + "-" + hex.EncodeToString(sum[:])[:8]
 }
 
-// podTemplate runs `gnmic --config /etc/gnmic/config.yaml collector` under the restricted pod security standard.
-func podTemplate(c *gnmicv1alpha1.Cluster, lbls map[string]string, configSum string) corev1.PodTemplateSpec {
+// podTemplate runs `gnmic --config /etc/gnmic/config.yaml collector` under the restricted pod security standard,
+// as a numeric non-root user unless the platform assigns one (see collector.PodSecurityContext), with the
+// scheduling and pull-secret overrides of spec.podTemplate.
+func podTemplate(c *gnmicv1alpha1.Cluster, lbls map[string]string, configSum string, platformAssignsUID bool) corev1.PodTemplateSpec {
 	ports := []corev1.ContainerPort{{Name: "rest", ContainerPort: c.RestPort()}}
 	if c.Spec.API != nil && c.Spec.API.GNMIPort != 0 {
 		ports = append(ports, corev1.ContainerPort{Name: "gnmi", ContainerPort: c.Spec.API.GNMIPort})
@@ -227,14 +266,19 @@ func podTemplate(c *gnmicv1alpha1.Cluster, lbls map[string]string, configSum str
 	env := append([]corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{
 		FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}}}, c.Spec.Env...)
 	yes, no := true, false
+	tpl := gnmicv1alpha1.CollectorPodTemplate{}
+	if c.Spec.PodTemplate != nil {
+		tpl = *c.Spec.PodTemplate
+	}
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: lbls, Annotations: map[string]string{annotationConfigSum: configSum}},
 		Spec: corev1.PodSpec{
 			AutomountServiceAccountToken: &no,
-			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot:   &yes,
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			},
+			SecurityContext:              collector.PodSecurityContext(c.Spec.PodTemplate, platformAssignsUID),
+			NodeSelector:                 tpl.NodeSelector,
+			Tolerations:                  tpl.Tolerations,
+			Affinity:                     tpl.Affinity,
+			ImagePullSecrets:             tpl.ImagePullSecrets,
 			Containers: []corev1.Container{{
 				Name:      "gnmic",
 				Image:     c.Spec.Image,
@@ -247,10 +291,10 @@ func podTemplate(c *gnmicv1alpha1.Cluster, lbls map[string]string, configSum str
 				VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: configMountPath, ReadOnly: true}},
 				SecurityContext: &corev1.SecurityContext{
 					AllowPrivilegeEscalation: &no,
-					ReadOnlyRootFilesystem:   &yes,
-					RunAsNonRoot:             &yes,
-					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-					SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					// runAsNonRoot and the UID live at pod level, where spec.podTemplate.securityContext can change them.
+					ReadOnlyRootFilesystem: &yes,
+					Capabilities:           &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+					SeccompProfile:         &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 				},
 			}},
 			Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{

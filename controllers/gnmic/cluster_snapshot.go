@@ -38,8 +38,14 @@ func recordClusterGauges(c *gnmicv1alpha1.Cluster) {
 // snapshot reads everything the plan needs from the Cluster's namespace.
 func (r *ClusterReconciler) snapshot(ctx context.Context, c *gnmicv1alpha1.Cluster) (plan.Snapshot, error) {
 	ns := client.InNamespace(c.Namespace)
-	var s plan.Snapshot
-	pipelines := &gnmicv1alpha1.PipelineList{}
+	s := plan.Snapshot{CollectorImage: c.Spec.Image, ReservedPorts: []int32{c.RestPort()}, ClientCert: clientCertFiles(c)}
+	if c.Spec.API != nil && c.Spec.API.GNMIPort != 0 {
+		s.ReservedPorts = append(s.ReservedPorts, c.Spec.API.GNMIPort)
+	}
+	if c.Spec.GRPCTunnel != nil {
+		s.ReservedPorts = append(s.ReservedPorts, c.Spec.GRPCTunnel.Port)
+	}
+	pipelines := &gnmicv1alpha1.GnmicPipelineList{}
 	if err := r.List(ctx, pipelines, ns, client.MatchingFields{pipelineClusterIx: c.Name}); err != nil {
 		return s, err
 	}

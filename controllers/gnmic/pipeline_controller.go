@@ -35,18 +35,18 @@ type PipelineReconciler struct {
 	Recorder recorder.EventRecorder
 }
 
-// +kubebuilder:rbac:groups=operator.gnmic.dev,resources=pipelines,verbs=get;list;watch
-// +kubebuilder:rbac:groups=operator.gnmic.dev,resources=pipelines/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=operator.gnmic.dev,resources=clusters;targets;targetprofiles;subscriptions;outputs;inputs;processors;tunneltargetpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=operator.gnmic.dev,resources=gnmicpipelines,verbs=get;list;watch
+// +kubebuilder:rbac:groups=operator.gnmic.dev,resources=gnmicpipelines/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=operator.gnmic.dev,resources=clusters;targets;targetprofiles;gnmicsubscriptions;gnmicoutputs;gnmicinputs;gnmicprocessors;gnmictunneltargetpolicies,verbs=get;list;watch
 
 // Reconcile resolves the Pipeline and patches its status once, only if it changed.
 func (r *PipelineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	pl := &gnmicv1alpha1.Pipeline{}
+	pl := &gnmicv1alpha1.GnmicPipeline{}
 	if err := r.Get(ctx, req.NamespacedName, pl); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	before := pl.DeepCopy()
-	s := plan.Snapshot{Pipelines: []gnmicv1alpha1.Pipeline{*pl}}
+	s := plan.Snapshot{Pipelines: []gnmicv1alpha1.GnmicPipeline{*pl}}
 	profiles, err := readNamespace(ctx, r.Client, pl.Namespace, &s)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -55,14 +55,15 @@ func (r *PipelineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	for i := range profiles {
 		s.Profiles[client.ObjectKeyFromObject(&profiles[i])] = &profiles[i]
 	}
-	// Enabled or not, report what the Pipeline would resolve to.
-	s.Pipelines[0].Spec.Enabled = true
-	res := plan.Build(s).Pipelines[plan.Name(pl.Namespace, pl.Name)]
-
-	clusterErr := r.Get(ctx, ktypes.NamespacedName{Namespace: pl.Namespace, Name: pl.Spec.ClusterRef}, &gnmicv1alpha1.Cluster{})
+	cluster := &gnmicv1alpha1.Cluster{}
+	clusterErr := r.Get(ctx, ktypes.NamespacedName{Namespace: pl.Namespace, Name: pl.Spec.ClusterRef}, cluster)
 	if clusterErr != nil && !apierrors.IsNotFound(clusterErr) {
 		return ctrl.Result{}, clusterErr
 	}
+	s.CollectorImage = cluster.Spec.Image
+	// Enabled or not, report what the Pipeline would resolve to.
+	s.Pipelines[0].Spec.Enabled = true
+	res := plan.Build(s).Pipelines[plan.Name(pl.Namespace, pl.Name)]
 	st := &pl.Status
 	st.ObservedGeneration = pl.Generation
 	st.TargetsCount, st.SubscriptionsCount = int32(res.Targets), int32(res.Subscriptions)
@@ -91,6 +92,14 @@ func (r *PipelineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	case len(res.Missing) > 0:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, resolved.Reason, resolved.Message
 		st.Status = gnmicv1alpha1.PipelineStatusIncomplete
+	case res.NoOutputs:
+		ready.Status, ready.Reason = metav1.ConditionFalse, gnmicv1alpha1.ReasonNoOutputs
+		ready.Message = "the Pipeline selects no Output, so none of its targets or subscriptions is pushed"
+		st.Status = gnmicv1alpha1.PipelineStatusIncomplete
+	case len(res.Unsupported) > 0:
+		ready.Status, ready.Reason = metav1.ConditionFalse, gnmicv1alpha1.ReasonUnsupportedByCollector
+		ready.Message = "left out: " + strings.Join(res.Unsupported, "; ")
+		st.Status = gnmicv1alpha1.PipelineStatusIncomplete
 	}
 	if ready.Status == metav1.ConditionFalse && ready.Reason != gnmicv1alpha1.ReasonDisabled {
 		if c := meta.FindStatusCondition(st.Conditions, "Ready"); c == nil || c.Reason != ready.Reason {
@@ -105,8 +114,8 @@ func (r *PipelineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 // SetupWithManager registers the controller: Pipeline spec changes, its Cluster appearing or disappearing, and
 // any change to the kinds it selects in its namespace.
 func (r *PipelineReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts kube.ControllerOptions) error {
-	if err := kube.IndexField(ctx, mgr, &gnmicv1alpha1.Pipeline{}, pipelineClusterIx, func(o client.Object) []string {
-		return []string{o.(*gnmicv1alpha1.Pipeline).Spec.ClusterRef}
+	if err := kube.IndexField(ctx, mgr, &gnmicv1alpha1.GnmicPipeline{}, pipelineClusterIx, func(o client.Object) []string {
+		return []string{o.(*gnmicv1alpha1.GnmicPipeline).Spec.ClusterRef}
 	}); err != nil {
 		return err
 	}
@@ -114,9 +123,10 @@ func (r *PipelineReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Mana
 	specOrLabels := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(PipelineControllerName).
-		For(&gnmicv1alpha1.Pipeline{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&gnmicv1alpha1.GnmicPipeline{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A Cluster's image decides which features its Pipelines may use, so spec changes count too.
 		Watches(&gnmicv1alpha1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesOfCluster),
-			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return false }})).
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&gnmicv1alpha1.Target{}, all, specOrLabels).
 		Watches(&gnmicv1alpha1.TargetProfile{}, all, builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return false }})).
 		Watches(&gnmicv1alpha1.Subscription{}, all, specOrLabels).
@@ -137,7 +147,7 @@ func (r *PipelineReconciler) pipelinesInNamespace(ctx context.Context, o client.
 }
 
 func (r *PipelineReconciler) pipelines(ctx context.Context, ns string, opts ...client.ListOption) []reconcile.Request {
-	list := &gnmicv1alpha1.PipelineList{}
+	list := &gnmicv1alpha1.GnmicPipelineList{}
 	if err := r.List(ctx, list, append(opts, client.InNamespace(ns))...); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing Pipelines")
 		return nil

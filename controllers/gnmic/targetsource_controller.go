@@ -37,6 +37,9 @@ type TargetSourceReconciler struct {
 	Writer   *TargetWriter
 	Recorder recorder.EventRecorder
 	Mapper   *targetsource.Mapper
+	// WriteQPS is the rate limit of the client the Target writes go through; it sizes the write budget of a run
+	// (0: client-go's default).
+	WriteQPS float64
 	// Clock and Rand are injectable for tests; nil uses the real clock and math/rand.
 	Clock clock.PassiveClock
 	Rand  func() float64
@@ -92,13 +95,13 @@ func (r *TargetSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		r.setCondition(ts, gnmicv1alpha1.TargetSourceConditionReady, metav1.ConditionFalse, gnmicv1alpha1.ReasonSuspended, "spec.suspend is true")
 		r.setCondition(ts, gnmicv1alpha1.TargetSourceConditionReconciling, metav1.ConditionFalse, gnmicv1alpha1.ReasonSuspended, "spec.suspend is true")
 		st.NextSyncTime = nil
+		recordTargetSourceInterval(ts.Namespace, ts.Name, 0)
 		return ctrl.Result{}, kube.PatchStatusIfChanged(ctx, r.Client, before, ts)
 	}
 	interval := durationOr(ts.Spec.Interval, 5*time.Minute)
+	recordTargetSourceInterval(ts.Namespace, ts.Name, interval)
 	started := time.Now()
-	runCtx, cancel := context.WithTimeout(ctx, targetsource.EffectiveTimeout(durationOr(ts.Spec.Timeout, time.Minute), interval))
-	o := r.run(runCtx, ts)
-	cancel()
+	o := r.run(ctx, ts, targetsource.EffectiveTimeout(durationOr(ts.Spec.Timeout, time.Minute), interval))
 	end := r.now()
 	delay := r.record(ts, o, end, interval)
 	if err := kube.PatchStatusIfChanged(ctx, r.Client, before, ts); err != nil {
@@ -110,15 +113,24 @@ func (r *TargetSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	return ctrl.Result{RequeueAfter: delay}, nil
 }
 
-// run fetches, maps, plans and converges.
-func (r *TargetSourceReconciler) run(ctx context.Context, ts *gnmicv1alpha1.TargetSource) outcome {
-	f, err := r.fetch(ctx, ts)
+// run fetches, maps, plans and converges. fetchTimeout (spec.timeout) bounds the fetch only; the writes get a
+// budget sized by their number and the client's QPS, so a large first sync is not cut off by a timeout meant
+// for a slow inventory.
+func (r *TargetSourceReconciler) run(ctx context.Context, ts *gnmicv1alpha1.TargetSource, fetchTimeout time.Duration) outcome {
+	fetchCtx, cancelFetch := context.WithTimeout(ctx, fetchTimeout)
+	f, err := r.fetch(fetchCtx, ts)
+	cancelFetch()
 	if err != nil {
 		var se *stallError
 		if errors.As(err, &se) {
 			return outcome{result: syncResultFailure, reason: se.reason, message: se.message, stalled: true, err: err}
 		}
-		return outcome{result: syncResultFailure, reason: gnmicv1alpha1.ReasonFetchFailed, message: err.Error(), err: err}
+		reason := gnmicv1alpha1.ReasonFetchFailed
+		if errors.Is(err, targetsource.ErrCrossOrigin) {
+			// Its own reason: the fix is on the inventory or in spec.source.http.url, not a retry.
+			reason = gnmicv1alpha1.ReasonCrossOrigin
+		}
+		return outcome{result: syncResultFailure, reason: reason, message: err.Error(), err: err}
 	}
 	tpl := targetsource.Template{Source: ts.Name, Port: int(ts.Spec.Target.Port), Profile: ts.Spec.Target.Profile,
 		Labels: ts.Spec.Target.Labels}
@@ -129,7 +141,11 @@ func (r *TargetSourceReconciler) run(ctx context.Context, ts *gnmicv1alpha1.Targ
 			len(o.plan.Targets), limit)
 		return o
 	}
-	c, err := r.converge(ctx, ts, &o.plan, targetsource.GuardInput{
+	// Every wanted Target may be applied and every managed one deleted: that bounds the writes.
+	writeCtx, cancelWrites := context.WithTimeout(ctx,
+		targetsource.WriteBudget(len(o.plan.Targets)+int(ts.Status.Managed), r.WriteQPS))
+	defer cancelWrites()
+	c, err := r.converge(writeCtx, ts, &o.plan, targetsource.GuardInput{
 		Truncated:        f.truncated,
 		Discovered:       len(f.devices) + len(f.failures),
 		AllowEmptySource: ts.Spec.Prune.AllowEmptySource,
@@ -198,7 +214,7 @@ func (r *TargetSourceReconciler) record(ts *gnmicv1alpha1.TargetSource, o outcom
 		st.ConsecutiveFailures = 0
 		st.LastError = ""
 	}
-	if o.err == nil || !o.stalled && o.reason != gnmicv1alpha1.ReasonFetchFailed {
+	if o.err == nil || !o.stalled && o.reason != gnmicv1alpha1.ReasonFetchFailed && o.reason != gnmicv1alpha1.ReasonCrossOrigin {
 		r.recordCounters(ts, o)
 	}
 	switch {

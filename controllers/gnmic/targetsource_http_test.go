@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -226,6 +227,34 @@ func TestTargetSourceCrossOriginPageRefused(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	g.Expect(env.Client.Create(ctx, httpSource(ns, "leaky", srv.URL))).To(Succeed())
-	ts := waitReason(t, ns, "leaky", gnmicv1alpha1.ReasonFetchFailed)
-	g.Expect(ts.Status.LastError).To(ContainSubstring("another origin"))
+	ts := waitReason(t, ns, "leaky", gnmicv1alpha1.ReasonCrossOrigin)
+	g.Expect(ts.Status.LastError).To(ContainSubstring("leave the source's origin"))
+}
+
+// An inventory that redirects to another host gets no credential sent there: the run fails with CrossOrigin and
+// the other host sees no request (auth.header secrets and custom headers would otherwise follow the redirect).
+func TestTargetSourceCrossOriginRedirectRefused(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	var stolen atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		stolen.Add(1)
+		_, _ = fmt.Fprint(w, `{"results":[]}`)
+	}))
+	t.Cleanup(other.Close)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/devices", http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(srv.Close)
+	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "key"},
+		StringData: map[string]string{"key": "secret"}})).To(Succeed())
+	ts := httpSource(ns, "redirected", srv.URL)
+	ts.Spec.Source.HTTP.Headers = map[string]string{"X-Tenant": "t1"}
+	ts.Spec.Source.HTTP.Auth = &gnmicv1alpha1.HTTPAuth{Header: &gnmicv1alpha1.HeaderAuth{Name: "X-Api-Key",
+		SecretRef: gnmicv1alpha1.SecretKeyRef{Name: "key", Key: "key"}}}
+	g.Expect(env.Client.Create(ctx, ts)).To(Succeed())
+	got := waitReason(t, ns, "redirected", gnmicv1alpha1.ReasonCrossOrigin)
+	g.Expect(got.Status.LastError).To(ContainSubstring("redirected to " + other.URL))
+	g.Expect(stolen.Load()).To(BeZero())
 }

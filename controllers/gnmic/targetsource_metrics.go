@@ -1,6 +1,8 @@
 package gnmic
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
@@ -30,11 +32,25 @@ var (
 		Name: "gnmic_operator_targetsource_targets",
 		Help: "Devices of a TargetSource by state: managed, invalid or conflicted.",
 	}, []string{"namespace", "name", "state"})
+	// targetSourceInterval lets the staleness alert compare the last-success age with each source's own interval.
+	targetSourceInterval = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gnmic_operator_targetsource_interval_seconds",
+		Help: "spec.interval of a TargetSource that is not suspended (absent while suspended).",
+	}, []string{"namespace", "name"})
 )
 
 func init() {
 	metrics.Registry.MustRegister(targetSourceSyncDuration, targetSourceSyncTotal, targetSourceLastSuccess,
-		targetSourceTargets)
+		targetSourceTargets, targetSourceInterval)
+}
+
+// recordTargetSourceInterval publishes the interval; 0 (suspended) removes it, so a suspended source cannot alert.
+func recordTargetSourceInterval(namespace, name string, interval time.Duration) {
+	if interval <= 0 {
+		targetSourceInterval.DeleteLabelValues(namespace, name)
+		return
+	}
+	targetSourceInterval.WithLabelValues(namespace, name).Set(interval.Seconds())
 }
 
 // forgetTargetSourceMetrics drops the series of a deleted TargetSource.
@@ -44,4 +60,5 @@ func forgetTargetSourceMetrics(namespace, name string) {
 	targetSourceSyncTotal.DeletePartialMatch(labels)
 	targetSourceLastSuccess.DeletePartialMatch(labels)
 	targetSourceTargets.DeletePartialMatch(labels)
+	targetSourceInterval.DeletePartialMatch(labels)
 }

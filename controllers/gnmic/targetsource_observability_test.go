@@ -115,11 +115,15 @@ func TestTargetSourceEventsAndMetrics(t *testing.T) {
 	g.Expect(targets["managed"].GetGauge().GetValue()).To(Equal(1.0))
 	g.Expect(targets["invalid"].GetGauge().GetValue()).To(Equal(1.0))
 	g.Expect(targets["conflicted"].GetGauge().GetValue()).To(Equal(1.0))
+	// The interval GNMIcTargetSourceStale compares the last-success age with.
+	interval := tsMetric(g, "gnmic_operator_targetsource_interval_seconds", key, "")
+	g.Expect(interval[""].GetGauge().GetValue()).To(Equal(got.Spec.Interval.Seconds()))
 
 	// Deleting the TargetSource drops its series.
 	g.Expect(env.Client.Delete(ctx, ts)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(tsMetric(g, "gnmic_operator_targetsource_targets", key, "state")).To(BeEmpty())
 		g.Expect(tsMetric(g, "gnmic_operator_targetsource_sync_total", key, "result")).To(BeEmpty())
+		g.Expect(tsMetric(g, "gnmic_operator_targetsource_interval_seconds", key, "")).To(BeEmpty())
 	}).Should(Succeed())
 }

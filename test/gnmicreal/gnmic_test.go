@@ -29,6 +29,7 @@ import (
 	. "github.com/onsi/gomega"
 	fakegnmi "github.com/openconfig/gnmi/testing/fake/gnmi"
 	fpb "github.com/openconfig/gnmi/testing/fake/proto"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ktypes "k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
@@ -87,10 +88,15 @@ func operatorPlan(addr1, addr2 string) *plan.Plan {
 	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: "lab", Name: name} }
 	profile := &v1.TargetProfile{ObjectMeta: meta("default"), Spec: v1.TargetProfileSpec{
 		CredentialsRef: &v1.SecretReference{Name: "creds"}, Encoding: v1.EncodingJSONIETF,
-		Timeout: &metav1.Duration{Duration: 5 * time.Second}, RetryTimer: &metav1.Duration{Duration: 2 * time.Second}}}
+		Timeout: &metav1.Duration{Duration: 5 * time.Second}, RetryTimer: &metav1.Duration{Duration: 2 * time.Second},
+		// Long enough that no ping is sent during the test; what matters is that gNMIc reads every field.
+		GRPCKeepAlive: &v1.GRPCKeepAlive{Time: &metav1.Duration{Duration: 5 * time.Minute}, PermitWithoutStream: true}}}
 	return plan.Build(plan.Snapshot{
-		Pipelines: []v1.Pipeline{{ObjectMeta: meta("p"), Spec: v1.PipelineSpec{ClusterRef: "core", Enabled: true,
-			TargetRefs: []string{"r1", "r2"}, SubscriptionRefs: []string{"ifaces"}}}},
+		Pipelines: []v1.GnmicPipeline{{ObjectMeta: meta("p"), Spec: v1.PipelineSpec{ClusterRef: "core", Enabled: true,
+			TargetRefs: []string{"r1", "r2"}, SubscriptionRefs: []string{"ifaces"},
+			Outputs: v1.PipelineOutputs{OutputRefs: []string{"out"}}}}},
+		Outputs: []v1.Output{{ObjectMeta: meta("out"), Spec: v1.OutputSpec{Type: v1.OutputFile,
+			Config: &apiextensionsv1.JSON{Raw: []byte(`{"file-type":"stdout"}`)}}}},
 		Targets: []v1.Target{
 			{ObjectMeta: meta("r1"), Spec: v1.TargetSpec{Address: addr1, Profile: "default"}},
 			{ObjectMeta: meta("r2"), Spec: v1.TargetSpec{Address: addr2, Profile: "default"}},
@@ -101,15 +107,6 @@ func operatorPlan(addr1, addr2 string) *plan.Plan {
 		Profiles:    map[ktypes.NamespacedName]*v1.TargetProfile{{Namespace: "lab", Name: "default"}: profile},
 		Credentials: map[ktypes.NamespacedName]map[string][]byte{{Namespace: "lab", Name: "creds"}: {"username": []byte("admin"), "password": []byte("admin")}},
 	})
-}
-
-// asMap round-trips a value through its JSON encoding (the operator's wire format).
-func asMap(t *testing.T, v any) map[string]any {
-	data, err := json.Marshal(v)
-	NewWithT(t).Expect(err).NotTo(HaveOccurred())
-	m := map[string]any{}
-	NewWithT(t).Expect(json.Unmarshal(data, &m)).To(Succeed())
-	return m
 }
 
 type syncBuffer struct {
@@ -140,11 +137,18 @@ func TestRealGNMIcAcceptsOperatorConfigAndReachesDevice(t *testing.T) {
 	g.Expect(r2).NotTo(BeNil())
 
 	port := freePort(t)
+	// The startup file holds the operator's wire encoding (plan.Encode), which gNMIc reads with the same decoder
+	// (mapstructure with the duration hook) its collector API uses.
+	wire := map[string]map[string]any{}
+	body, _, err := plan.Encode(p.ForPod([]string{"lab/r1"}))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(json.Unmarshal(body, &wire)).To(Succeed())
 	cfg := map[string]any{
 		"api-server":    map[string]any{"address": fmt.Sprintf("127.0.0.1:%d", port)},
 		"log":           true,
-		"targets":       map[string]any{"lab/r1": asMap(t, r1)},
-		"subscriptions": map[string]any{"lab/ifaces": asMap(t, p.Config.Subscriptions["lab/ifaces"])},
+		"targets":       wire["targets"],
+		"subscriptions": wire["subscriptions"],
+		"outputs":       wire["outputs"],
 	}
 	data, err := yaml.Marshal(cfg)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -175,7 +179,7 @@ func TestRealGNMIcAcceptsOperatorConfigAndReachesDevice(t *testing.T) {
 	}).WithTimeout(60*time.Second).Should(Succeed(), "gNMIc log:\n%s", logs)
 
 	// The REST API accepts a second operator-generated target config as is, and returns it unchanged.
-	body, err := json.Marshal(r2)
+	body, err = json.Marshal(r2)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func(g Gomega) {
 		resp, err := http.Post(base+"/config/targets", "application/json", bytes.NewReader(body))
@@ -194,10 +198,14 @@ func TestRealGNMIcAcceptsOperatorConfigAndReachesDevice(t *testing.T) {
 	got := targets["lab/r2"]
 	g.Expect(got["address"]).To(Equal(addr2))
 	g.Expect(got["username"]).To(Equal("admin"))
-	g.Expect(got["subscriptions"]).To(Equal([]any{"lab/ifaces"}))
+	g.Expect(got["subscriptions"]).To(Equal([]any{"lab/p/ifaces"}))
 	g.Expect(got["encoding"]).To(Equal("json_ietf"))
 	g.Expect(got["timeout"]).To(BeNumerically("==", float64(5*time.Second)))
-	// And the startup target is there under the operator's name.
+	// And the startup target is there under the operator's name, with every field gNMIc read from the wire
+	// encoding (its grpc-keepalive type has no json tags, hence the Go names in its answer).
 	g.Expect(targets).To(HaveKey("lab/r1"))
+	g.Expect(targets["lab/r1"]["grpc-keepalive"]).To(And(HaveKeyWithValue("PermitWithoutStream", true),
+		HaveKeyWithValue("Time", BeNumerically("==", float64(5*time.Minute)))))
+	g.Expect(targets["lab/r1"]["timeout"]).To(BeNumerically("==", float64(5*time.Second)))
 	g.Expect(strings.Contains(logs.String(), "panic")).To(BeFalse(), logs.String())
 }

@@ -1,15 +1,16 @@
-// Package gnmicserver is a stand-in for one gNMIc collector (v0.45 collector mode) speaking its REST protocol as
-// gNMIc implements it (pkg/collector/api/server): POST /api/v1/config/apply (a full declarative replace),
+// Package gnmicserver is a stand-in for one gNMIc collector (collector mode, 0.45–0.47) speaking its REST protocol
+// as gNMIc implements it (pkg/collector/api/server): POST /api/v1/config/apply (a full declarative replace),
 // /api/v1/config/targets[/{name}], /api/v1/config/subscriptions, /api/v1/targets[/{name}],
-// /api/v1/sse/{kind}?store=config|state|all and /api/v1/healthz. Bodies use gNMIc's published config types, so
-// field names and encodings are gNMIc's; unlike gNMIc it decodes strictly and rejects unknown fields, so a typo in
-// the operator's payload fails loudly. It records every apply and can inject faults: down, slow, 5xx and dropped
-// SSE streams. Tests and `make dev` run it on loopback; it never dials a device, it reports every target it holds
+// /api/v1/sse/{kind}?store=config|state|all and /api/v1/healthz. Bodies are decoded the way gNMIc decodes them
+// (decode.go: JSON into a map, then mapstructure into gNMIc's config types), so a payload that gNMIc would refuse
+// or silently misread is refused or misread here too; keys gNMIc would drop are kept in Unused so tests can fail
+// on them. It records every apply and can inject faults: down, slow, 5xx and dropped SSE streams. Tests and `make dev` run it on loopback; it never dials a device, it reports every target it holds
 // as running with a READY connection (or whatever ConnectionState says).
 package gnmicserver
 
 import (
 	"compress/gzip"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,27 +21,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/openconfig/gnmic/pkg/api/types"
 )
-
-// TunnelTargetMatch is gNMIc's tunnel-target-match entry.
-type TunnelTargetMatch struct {
-	Type   string             `json:"type,omitempty"`
-	ID     string             `json:"id,omitempty"`
-	Config types.TargetConfig `json:"config,omitempty"`
-}
-
-// ApplyRequest is the body of POST /api/v1/config/apply.
-type ApplyRequest struct {
-	Targets             map[string]*types.TargetConfig       `json:"targets"`
-	Subscriptions       map[string]*types.SubscriptionConfig `json:"subscriptions"`
-	Outputs             map[string]map[string]any            `json:"outputs"`
-	Inputs              map[string]map[string]any            `json:"inputs"`
-	Processors          map[string]map[string]any            `json:"processors"`
-	TunnelTargetMatches map[string]*TunnelTargetMatch        `json:"tunnel-target-matches"`
-}
 
 // TargetState is gNMIc's per-target state-store entry.
 type TargetState struct {
@@ -93,16 +78,24 @@ type subscriber struct {
 type Server struct {
 	// ConnectionState, when set, decides the reported connection state of a target (default READY).
 	ConnectionState func(cfg *types.TargetConfig) string
+	// Version is the collector version whose decoder the stand-in reproduces (DefaultVersion when empty). Set it
+	// before the first request.
+	Version string
 
 	mu          sync.Mutex
 	config      ApplyRequest
 	states      map[string]*TargetState
 	fault       Fault
 	applies     []ApplyRequest
+	unused      []string
 	subscribers map[*subscriber]bool
 
 	listener net.Listener
 	srv      *http.Server
+	scheme   string
+	// cert is the certificate served over TLS; conns the open connections, closed by Restart.
+	cert  atomic.Pointer[tls.Certificate]
+	conns sync.Map
 }
 
 // Start listens on addr (e.g. 127.0.0.1:0) and serves until Close.
@@ -111,15 +104,64 @@ func Start(addr string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{listener: l, states: map[string]*TargetState{}, subscribers: map[*subscriber]bool{}}
+	s := &Server{listener: l, states: map[string]*TargetState{}, subscribers: map[*subscriber]bool{}, scheme: "http"}
 	s.config = emptyConfig()
 	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.srv.Serve(l) }()
 	return s, nil
 }
 
-// URL is the server's base URL, e.g. http://127.0.0.1:41234.
-func (s *Server) URL() string { return "http://" + s.listener.Addr().String() }
+// StartTLS is Start serving HTTPS with a PEM certificate and key, as a collector with api-server.tls
+// cert-file/key-file does (no client certificate asked for).
+func StartTLS(addr string, certPEM, keyPEM []byte) (*Server, error) {
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{listener: l, states: map[string]*TargetState{}, subscribers: map[*subscriber]bool{}, scheme: "https"}
+	s.config = emptyConfig()
+	s.cert.Store(&cert)
+	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return s.cert.Load(), nil
+		}},
+		ConnState: s.trackConn}
+	go func() { _ = s.srv.ServeTLS(l, "", "") }()
+	return s, nil
+}
+
+// Restart serves a new certificate, as a collector pod restarted with new certificate files does (gNMIc reads
+// them once at start): every connection and stream is closed, so clients handshake again. The configuration is
+// kept (the operator pushes it again anyway).
+func (s *Server) Restart(certPEM, keyPEM []byte) error {
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return err
+	}
+	s.cert.Store(&cert)
+	s.DropStreams()
+	s.conns.Range(func(c, _ any) bool {
+		_ = c.(net.Conn).Close()
+		return true
+	})
+	return nil
+}
+
+func (s *Server) trackConn(c net.Conn, state http.ConnState) {
+	switch state {
+	case http.StateNew:
+		s.conns.Store(c, true)
+	case http.StateClosed, http.StateHijacked:
+		s.conns.Delete(c)
+	}
+}
+
+// URL is the server's base URL, e.g. http://127.0.0.1:41234 (https for StartTLS).
+func (s *Server) URL() string { return s.scheme + "://" + s.listener.Addr().String() }
 
 // Close stops the server and ends every stream.
 func (s *Server) Close() error {
@@ -183,6 +225,14 @@ func (s *Server) ApplyCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.applies)
+}
+
+// Unused returns every body key a gNMIc collector would have silently dropped, over all accepted requests, in
+// the order first seen.
+func (s *Server) Unused() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.unused)
 }
 
 // SetTargetState overrides the reported state of one target and publishes it to state streams.
@@ -266,25 +316,16 @@ func (s *Server) withFaults(next http.Handler) http.Handler {
 	})
 }
 
-func decodeStrict(r *http.Request, into any) error {
-	var body io.Reader = r.Body
-	if r.Header.Get("Content-Encoding") == "gzip" {
-		gz, err := gzip.NewReader(r.Body)
-		if err != nil {
-			return fmt.Errorf("gzip error: %w", err)
-		}
-		defer func() { _ = gz.Close() }()
-		body = gz
+// readBody returns the request body, gunzipped when the client says so, as gNMIc reads it.
+func readBody(r *http.Request) (io.Reader, func(), error) {
+	if r.Header.Get("Content-Encoding") != "gzip" {
+		return r.Body, func() {}, nil
 	}
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(into); err != nil {
-		return err
+	gz, err := gzip.NewReader(r.Body)
+	if err != nil {
+		return nil, nil, fmt.Errorf("gzip error: %w", err)
 	}
-	if dec.More() {
-		return errors.New("trailing data after the JSON body")
-	}
-	return nil
+	return gz, func() { _ = gz.Close() }, nil
 }
 
 // validateApply holds gNMIc's rules for an apply request.
@@ -298,20 +339,22 @@ func validateApply(req *ApplyRequest) error {
 	if len(req.Inputs) > 0 && len(req.Outputs) == 0 {
 		return errors.New("if inputs are provided, at least one output is required")
 	}
-	for name, t := range req.Targets {
-		if t == nil || t.Address == "" {
-			return fmt.Errorf("target %s: address is required", name)
-		}
-	}
 	return nil
 }
 
 func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
-	req := ApplyRequest{}
-	if err := decodeStrict(r, &req); err != nil {
+	body, done, err := readBody(r)
+	if err != nil {
+		writeErrors(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	defer done()
+	decoded, err := DecodeApply(body, s.Version)
+	if err != nil {
 		writeErrors(w, http.StatusBadRequest, "decode error: "+err.Error())
 		return
 	}
+	req := decoded.Request
 	if err := validateApply(&req); err != nil {
 		writeErrors(w, http.StatusBadRequest, "validate error: "+err.Error())
 		return
@@ -327,13 +370,21 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	s.config = full
 	s.applies = append(s.applies, full)
+	s.unused = appendNew(s.unused, decoded.Unused...)
 	s.syncStatesLocked()
 	w.WriteHeader(http.StatusOK)
 }
 
 func (s *Server) handleTargetPost(w http.ResponseWriter, r *http.Request) {
+	body, done, err := readBody(r)
+	if err != nil {
+		writeErrors(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	defer done()
 	tc := &types.TargetConfig{}
-	if err := decodeStrict(r, tc); err != nil {
+	unused, err := decodeTarget(body, tc)
+	if err != nil {
 		writeErrors(w, http.StatusBadRequest, err.Error())
 		return
 	}
@@ -349,6 +400,7 @@ func (s *Server) handleTargetPost(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	s.unused = appendNew(s.unused, unused...)
 	s.config.Targets = maps.Clone(s.config.Targets)
 	s.config.Targets[tc.Name] = tc
 	s.syncStatesLocked()
@@ -504,4 +556,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func writeErrors(w http.ResponseWriter, status int, msgs ...string) {
 	writeJSON(w, status, apiErrors{Errors: msgs})
+}
+
+func appendNew(list []string, values ...string) []string {
+	for _, v := range values {
+		if !slices.Contains(list, v) {
+			list = append(list, v)
+		}
+	}
+	return list
 }

@@ -3,7 +3,6 @@ package gnmicserver
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -63,13 +62,13 @@ func TestApplyIsAFullReplace(t *testing.T) {
 func TestApplyRejections(t *testing.T) {
 	s := start(t)
 	for name, tc := range map[string]struct{ body, want string }{
-		"unknown top-level field": {`{"targetz":{}}`, "unknown field"},
-		"unknown target field":    {`{"targets":{"a":{"address":"a:1","user":"x"}},"subscriptions":{"s":{"paths":["/"]}}}`, `unknown field \"user\"`},
-		"camelCase field":         {`{"subscriptions":{"s":{"paths":["/"],"sampleInterval":1}}}`, "unknown field"},
-		"targets without subs":    {`{"targets":{"a":{"address":"a:1"}}}`, "at least one subscription is required"},
-		"inputs without outputs":  {`{"inputs":{"i":{"type":"nats"}}}`, "at least one output is required"},
-		"target without address":  {`{"targets":{"a":{}},"subscriptions":{"s":{"paths":["/"]}}}`, "address is required"},
-		"not JSON":                {`targets`, "decode error"},
+		// gNMIc's errors are mapstructure's, naming the key path.
+		"history as a string":    {`{"subscriptions":{"s":{"paths":["/"],"history":{"snapshot":"2026-01-02T03:04:05Z"}}}}`, `'subscriptions[s].history.snapshot' expected a map, got 'string'`},
+		"duration not parsable":  {`{"subscriptions":{"s":{"paths":["/"],"sample-interval":"10 seconds"}}}`, `time: unknown unit`},
+		"bool as a string":       {`{"targets":{"a":{"address":"a:1","insecure":"yes"}},"subscriptions":{"s":{"paths":["/"]}}}`, `'targets[a].insecure' expected type 'bool', got unconvertible type 'string'`},
+		"targets without subs":   {`{"targets":{"a":{"address":"a:1"}}}`, "at least one subscription is required"},
+		"inputs without outputs": {`{"inputs":{"i":{"type":"nats"}}}`, "at least one output is required"},
+		"not JSON":               {`targets`, "decode error"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, body := post(t, s.URL()+"/api/v1/config/apply", tc.body)
@@ -80,18 +79,48 @@ func TestApplyRejections(t *testing.T) {
 	NewWithT(t).Expect(s.ApplyCount()).To(BeZero())
 }
 
-func TestOperatorPayloadDecodesStrictly(t *testing.T) {
-	// The operator's encoding of gNMIc's own types must pass the strict decoder, including an empty plan.
+func TestApplyDropsUnknownKeysButRecordsThem(t *testing.T) {
+	// gNMIc ignores keys it has no field for; encoding/json's Go field names for untagged fields are such keys.
+	g := NewWithT(t)
+	s := start(t)
+	code, body := post(t, s.URL()+"/api/v1/config/apply", `{"targetz":{},
+	  "targets":{"a":{"address":"a:1","user":"x","grpc-keepalive":{"Time":1000000000,"PermitWithoutStream":true}}},
+	  "subscriptions":{"s":{"paths":["/"],"sampleInterval":1,"sample-interval":"5s"}}}`)
+	g.Expect(code).To(Equal(http.StatusOK), body)
+	g.Expect(s.Unused()).To(ConsistOf("targetz", "targets[a].user", "targets[a].grpc-keepalive.PermitWithoutStream",
+		"subscriptions[s].sampleInterval"))
+	cfg := s.Config()
+	g.Expect(cfg.Targets["a"].GRPCKeepalive.Time).To(Equal(time.Second), "mapstructure matches field names case-insensitively")
+	g.Expect(cfg.Targets["a"].GRPCKeepalive.PermitWithoutStream).To(BeFalse(), "the untagged Go name does not match permit-without-stream")
+	g.Expect(*cfg.Subscriptions["s"].SampleInterval).To(Equal(5 * time.Second))
+}
+
+func TestTunnelTargetMatchesNeedCollector047(t *testing.T) {
+	body := `{"subscriptions":{"s":{"paths":["/"]}},"tunnel-target-matches":{"m":{"type":"GNMI_GNOI","id":"^leaf","config":{"timeout":"3s"}}}}`
+	for version, want := range map[string]bool{"0.45.0": false, "v0.46.1": false, "0.47.0": true, "": true, "1.0.0": true} {
+		d, err := DecodeApply(strings.NewReader(body), version)
+		NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		if want {
+			NewWithT(t).Expect(d.Request.TunnelTargetMatches).To(HaveKey("m"), version)
+			NewWithT(t).Expect(d.Request.TunnelTargetMatches["m"].Config.Timeout).To(Equal(3*time.Second), version)
+			NewWithT(t).Expect(d.Unused).To(BeEmpty(), version)
+		} else {
+			NewWithT(t).Expect(d.Request.TunnelTargetMatches).To(BeEmpty(), version)
+			NewWithT(t).Expect(d.Unused).To(ConsistOf("tunnel-target-matches"), version)
+		}
+	}
+}
+
+func TestOperatorPayloadDecodes(t *testing.T) {
+	// The operator's encoding of an empty plan and a two-target plan decode without a dropped key.
 	g := NewWithT(t)
 	s := start(t)
 	c := &collector.Client{}
 	data, _, err := plan.Encode(plan.Empty())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(c.Apply(context.Background(), s.URL(), data)).To(Succeed())
-	var req ApplyRequest
-	g.Expect(json.Unmarshal([]byte(twoTargets), &req)).To(Succeed())
-	body, _ := json.Marshal(req)
-	g.Expect(c.Apply(context.Background(), s.URL(), body)).To(Succeed())
+	g.Expect(c.Apply(context.Background(), s.URL(), []byte(twoTargets))).To(Succeed())
+	g.Expect(s.Unused()).To(BeEmpty())
 	states, err := c.Targets(context.Background(), s.URL())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(states).To(HaveLen(2))

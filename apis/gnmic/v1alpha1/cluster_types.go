@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -9,9 +11,6 @@ import (
 const (
 	// DefaultRestPort is the port of a collector's REST API when spec.api.restPort is unset.
 	DefaultRestPort int32 = 7890
-	// ClusterCollectorURLsAnnotation maps pod index to collector base URL ("0=http://127.0.0.1:7890,1=…"). The
-	// operator honours it only when started with the collector URL override enabled (tests, make dev).
-	ClusterCollectorURLsAnnotation = "operator.gnmic.dev/collector-urls"
 )
 
 // Cluster condition types and reasons.
@@ -20,8 +19,12 @@ const (
 	ClusterConditionCertificatesReady = "CertificatesReady"
 	ClusterConditionConfigApplied     = "ConfigApplied"
 	ClusterConditionCapacityExhausted = "CapacityExhausted"
+	// ClusterConditionFeaturesSupported is False while a Pipeline of the Cluster asks for something its
+	// collectors cannot decode (reason UnsupportedByCollector); those objects are left out of the push.
+	ClusterConditionFeaturesSupported = "FeaturesSupported"
 
 	ReasonClusterReady          = "ClusterReady"
+	ReasonFeaturesSupported     = "FeaturesSupported"
 	ReasonClusterPartiallyReady = "ClusterPartiallyReady"
 	ReasonClusterNotReady       = "ClusterNotReady"
 	ReasonConfigurationApplied  = "ConfigurationApplied"
@@ -29,7 +32,14 @@ const (
 	ReasonWaitingForPods        = "WaitingForPods"
 	ReasonCapacityExhausted     = "CapacityExhausted"
 	ReasonCapacityAvailable     = "CapacityAvailable"
-	ReasonTLSNotConfigured      = "TLSNotConfigured"
+	ReasonCertificatesIssued    = "CertificatesIssued"
+	ReasonCertificatesFailed    = "CertificatesFailed"
+	// ReasonCertificatePending: a cert-manager Certificate's Secret is not written (or not for the requested
+	// names) yet; the operator deploys and pushes nothing until it is.
+	ReasonCertificatePending = "CertificatePending"
+	// ReasonCertificateTimedOut: the Secret is still not usable after the wait (see the operator's
+	// --gnmic-certificate-wait); the message carries cert-manager's Ready condition.
+	ReasonCertificateTimedOut = "CertificateTimedOut"
 )
 
 // IssuerReference names a cert-manager Issuer or ClusterIssuer.
@@ -47,16 +57,19 @@ type IssuerReference struct {
 	Group string `json:"group,omitempty"`
 }
 
-// ClusterTLS asks cert-manager for certificates. Certificate issuance is not implemented yet: setting it is
-// validated and reported in the CertificatesReady condition.
+// ClusterTLS asks for a certificate for one of the collectors' connections (api.tls: the REST API's serving
+// certificate; grpcTunnel.tls: the tunnel server's; clientTLS: the client certificate presented to devices). Set
+// as {} the operator issues and rotates it from a per-Cluster CA; with issuerRef cert-manager issues it.
+// bundleRef and useCSIDriver are refused.
 type ClusterTLS struct {
-	// IssuerRef is the cert-manager issuer that signs the certificates; required when tls is set.
+	// IssuerRef is the cert-manager issuer that signs the certificate: the operator creates a Certificate
+	// gnmic-<cluster>-<api|tunnel|client>-cert and mounts its Secret (for api.tls it trusts the Secret's ca.crt).
 	// +optional
 	IssuerRef *IssuerReference `json:"issuerRef,omitempty"`
-	// BundleRef names a ConfigMap holding the CA bundle (key ca.crt) used to verify peers.
+	// BundleRef is refused (not supported): the operator trusts the CA that issued the certificate.
 	// +optional
 	BundleRef string `json:"bundleRef,omitempty"`
-	// UseCSIDriver mounts certificates through the cert-manager CSI driver instead of Certificate objects.
+	// UseCSIDriver is refused (not supported): the operator reads and fingerprints the certificate's Secret.
 	// +optional
 	UseCSIDriver bool `json:"useCSIDriver,omitempty"`
 }
@@ -74,7 +87,8 @@ type ClusterAPI struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	GNMIPort int32 `json:"gnmiPort,omitempty"`
-	// TLS serves the REST API over TLS.
+	// TLS serves the REST API over TLS with a certificate from a per-Cluster CA the operator manages (set it as
+	// {}) or from cert-manager (issuerRef); the operator then trusts that CA alone.
 	// +optional
 	TLS *ClusterTLS `json:"tls,omitempty"`
 }
@@ -100,7 +114,8 @@ type GRPCTunnel struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	Port int32 `json:"port"`
-	// TLS for the tunnel server.
+	// TLS serves the tunnel over TLS with a certificate for the tunnel Service's names ({}: from the per-Cluster
+	// CA; issuerRef: from cert-manager), given to gNMIc's tunnel-server.tls.
 	// +optional
 	TLS *ClusterTLS `json:"tls,omitempty"`
 	// Service exposing the tunnel server; type defaults to LoadBalancer.
@@ -115,6 +130,48 @@ type TargetDistribution struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	PodCapacity *int32 `json:"podCapacity,omitempty"`
+}
+
+// UID assignment policies of the collector pods.
+const (
+	// UIDAssignmentOperator runs the collectors as DefaultCollectorUID/GID: the upstream gNMIc images declare no
+	// user (they run as root), so runAsNonRoot needs a numeric UID or the kubelet refuses the container.
+	UIDAssignmentOperator = "Operator"
+	// UIDAssignmentPlatform sets no UID/GID and leaves the choice to the platform (OpenShift's restricted-v2 SCC
+	// assigns one from the namespace's range and rejects a fixed one outside it).
+	UIDAssignmentPlatform = "Platform"
+
+	// DefaultCollectorUID is the user (and group) the collectors run as under UIDAssignmentOperator. 65532 is the
+	// conventional unprivileged "nonroot" user; the gNMIc binary and the mounted config are world-readable.
+	DefaultCollectorUID int64 = 65532
+)
+
+// CollectorPodTemplate overrides parts of the collector pods the operator builds.
+type CollectorPodTemplate struct {
+	// NodeSelector constrains the collectors to matching nodes.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Tolerations of the collector pods.
+	// +optional
+	// +listType=atomic
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// Affinity of the collector pods.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+	// ImagePullSecrets for a private registry holding the gNMIc image.
+	// +optional
+	// +listType=atomic
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+	// SecurityContext of the collector pods: every field set here wins over the operator's default (runAsNonRoot,
+	// the UID/GID of uidAssignment, fsGroup, RuntimeDefault seccomp); the fields left unset keep the default.
+	// +optional
+	SecurityContext *corev1.PodSecurityContext `json:"securityContext,omitempty"`
+	// UIDAssignment chooses who picks the collectors' UID: Operator (runAsUser/runAsGroup/fsGroup 65532) or
+	// Platform (none set; OpenShift's SCC assigns one). Unset: Platform when the cluster serves the
+	// security.openshift.io API group, Operator otherwise.
+	// +optional
+	// +kubebuilder:validation:Enum=Operator;Platform
+	UIDAssignment string `json:"uidAssignment,omitempty"`
 }
 
 // ClusterSpec describes a set of gNMIc collectors run as a StatefulSet.
@@ -137,7 +194,8 @@ type ClusterSpec struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="API"
 	API *ClusterAPI `json:"api,omitempty"`
 
-	// ClientTLS gives the collectors client certificates for dialling devices.
+	// ClientTLS gives the collectors a client certificate ({}: from the per-Cluster CA; issuerRef: from
+	// cert-manager) that they present to every device reached over TLS whose TargetProfile names none of its own.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Client TLS"
 	ClientTLS *ClusterTLS `json:"clientTLS,omitempty"`
@@ -156,6 +214,12 @@ type ClusterSpec struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Environment"
 	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// PodTemplate overrides scheduling, pull secrets and the security context of the collector pods (resources
+	// are spec.resources).
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Pod Template"
+	PodTemplate *CollectorPodTemplate `json:"podTemplate,omitempty"`
 
 	// TargetDistribution tunes target placement.
 	// +optional
@@ -198,11 +262,16 @@ type ClusterStatus struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Inputs"
 	// +optional
 	InputsCount int32 `json:"inputsCount"`
+	// CollectorVersion is the gNMIc version read from the image tag; empty when the tag is not a version (the
+	// collectors are then assumed current).
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Collector Version"
+	CollectorVersion string `json:"collectorVersion,omitempty"`
 	// OutputsCount is how many Outputs the enabled Pipelines resolve to.
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Outputs"
 	// +optional
 	OutputsCount int32 `json:"outputsCount"`
-	// Conditions: Ready, ConfigApplied, CapacityExhausted, CertificatesReady.
+	// Conditions: Ready, ConfigApplied, CapacityExhausted, CertificatesReady, FeaturesSupported.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -215,7 +284,7 @@ type ClusterStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
-// +kubebuilder:resource:categories={gnmic}
+// +kubebuilder:resource:shortName=gncl,categories={gnmic}
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
@@ -251,6 +320,20 @@ func (c *Cluster) RestPort() int32 {
 		return c.Spec.API.RestPort
 	}
 	return DefaultRestPort
+}
+
+// DefaultClusterDomain is the cluster's DNS domain when none is configured.
+const DefaultClusterDomain = "cluster.local"
+
+// CollectorPodAddress returns "host:port" of the REST API of collector pod i: the pod's DNS name under the
+// headless Service gnmic-<name> (gnmic-<name>-<i>.gnmic-<name>.<namespace>.svc.<domain>) and the REST port. An
+// empty clusterDomain means DefaultClusterDomain.
+func (c *Cluster) CollectorPodAddress(i int, clusterDomain string) string {
+	if clusterDomain == "" {
+		clusterDomain = DefaultClusterDomain
+	}
+	service := "gnmic-" + c.Name
+	return fmt.Sprintf("%s-%d.%s.%s.svc.%s:%d", service, i, service, c.Namespace, clusterDomain, c.RestPort())
 }
 
 // DesiredReplicas returns spec.replicas with its default.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -14,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// ValidateCluster returns every problem with a Cluster's spec: image, replicas, ports and TLS issuers.
+// ValidateCluster returns every problem with a Cluster's spec: image, replicas, ports and TLS settings.
 func ValidateCluster(c *Cluster) field.ErrorList {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
@@ -58,18 +59,30 @@ func validPort(path *field.Path, port int32, optional bool) field.ErrorList {
 	return nil
 }
 
+// validateClusterTLS admits operator-managed certificates ({}) and cert-manager ones (issuerRef) for the REST API,
+// the gRPC tunnel server and the collectors' client certificate. A CA bundle and the CSI driver are refused: the
+// operator trusts exactly the CA that issued the collectors' certificate (its own, or the ca.crt cert-manager
+// writes), and a CSI volume would give it no Secret to read that CA or fingerprint from.
 func validateClusterTLS(path *field.Path, t *ClusterTLS) field.ErrorList {
 	if t == nil {
 		return nil
 	}
-	if t.IssuerRef == nil || t.IssuerRef.Name == "" {
-		return field.ErrorList{field.Required(path.Child("issuerRef"), "a cert-manager issuer is required when tls is set")}
+	const why = "not supported; leave it unset: the certificates come from the per-Cluster CA, or from issuerRef through a cert-manager Certificate"
+	var errs field.ErrorList
+	if t.IssuerRef != nil && t.IssuerRef.Name == "" {
+		errs = append(errs, field.Required(path.Child("issuerRef", "name"), "the cert-manager issuer's name"))
 	}
-	return nil
+	if t.BundleRef != "" {
+		errs = append(errs, field.Forbidden(path.Child("bundleRef"), "a CA bundle is "+why))
+	}
+	if t.UseCSIDriver {
+		errs = append(errs, field.Forbidden(path.Child("useCSIDriver"), "the cert-manager CSI driver is "+why))
+	}
+	return errs
 }
 
 // ValidatePipeline checks the cluster reference, every ref name and every label selector.
-func ValidatePipeline(p *Pipeline) field.ErrorList {
+func ValidatePipeline(p *GnmicPipeline) field.ErrorList {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
 	errs = append(errs, validName(spec.Child("clusterRef"), p.Spec.ClusterRef, true)...)
@@ -335,12 +348,22 @@ func ValidateInput(in *Input) field.ErrorList {
 
 var processorType = regexp.MustCompile(`^event-[a-z0-9-]+$`)
 
+// ProcessorTypes are the event processors gNMIc collectors (0.45–0.47) register; a collector fails to set up a
+// processor of any other type.
+var ProcessorTypes = []string{"event-add-tag", "event-allow", "event-combine", "event-convert", "event-data-convert",
+	"event-date-string", "event-delete", "event-drop", "event-duration-convert", "event-extract-tags",
+	"event-group-by", "event-ieeefloat32", "event-jq", "event-merge", "event-override-ts", "event-rate-limit",
+	"event-starlark", "event-strings", "event-time-epoch", "event-to-tag", "event-trigger", "event-value-tag",
+	"event-value-tag-v2", "event-write"}
+
 // ValidateProcessor checks the event processor type and the config object.
 func ValidateProcessor(p *Processor) field.ErrorList {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
 	if !processorType.MatchString(p.Spec.Type) {
 		errs = append(errs, field.Invalid(spec.Child("type"), p.Spec.Type, "must be a gNMIc event processor type such as event-strings"))
+	} else if !slices.Contains(ProcessorTypes, p.Spec.Type) {
+		errs = append(errs, field.NotSupported(spec.Child("type"), p.Spec.Type, ProcessorTypes))
 	}
 	_, cfgErrs := ConfigObject(spec.Child("config"), p.Spec.Config)
 	return append(errs, cfgErrs...)

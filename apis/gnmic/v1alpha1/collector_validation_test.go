@@ -34,22 +34,28 @@ func TestValidateCluster(t *testing.T) {
 		spec ClusterSpec
 		want []string
 	}{
-		"minimal":              {ClusterSpec{Image: "ghcr.io/openconfig/gnmic:0.45.0"}, nil},
-		"no image":             {ClusterSpec{}, []string{"spec.image: Required"}},
-		"blank image":          {ClusterSpec{Image: " "}, []string{"spec.image: Required"}},
-		"image with space":     {ClusterSpec{Image: "gnmic latest"}, []string{"spec.image", "whitespace"}},
-		"zero replicas":        {ClusterSpec{Image: "i", Replicas: i32(0)}, []string{"spec.replicas", "at least 1"}},
-		"rest port too high":   {ClusterSpec{Image: "i", API: &ClusterAPI{RestPort: 70000}}, []string{"spec.api.restPort", "1 to 65535"}},
-		"gnmi port negative":   {ClusterSpec{Image: "i", API: &ClusterAPI{GNMIPort: -1}}, []string{"spec.api.gnmiPort"}},
-		"gnmi equals rest":     {ClusterSpec{Image: "i", API: &ClusterAPI{RestPort: 9000, GNMIPort: 9000}}, []string{"spec.api.gnmiPort", "differ from restPort"}},
-		"gnmi equals default":  {ClusterSpec{Image: "i", API: &ClusterAPI{GNMIPort: 7890}}, []string{"differ from restPort"}},
-		"tls without issuer":   {ClusterSpec{Image: "i", API: &ClusterAPI{TLS: &ClusterTLS{}}}, []string{"spec.api.tls.issuerRef: Required"}},
-		"tls with issuer":      {ClusterSpec{Image: "i", API: &ClusterAPI{TLS: issuer}, ClientTLS: issuer}, nil},
-		"client tls no issuer": {ClusterSpec{Image: "i", ClientTLS: &ClusterTLS{BundleRef: "ca"}}, []string{"spec.clientTLS.issuerRef"}},
-		"tunnel port zero":     {ClusterSpec{Image: "i", GRPCTunnel: &GRPCTunnel{}}, []string{"spec.grpcTunnel.port"}},
-		"tunnel on rest port":  {ClusterSpec{Image: "i", GRPCTunnel: &GRPCTunnel{Port: 7890}}, []string{"spec.grpcTunnel.port", "differ"}},
-		"tunnel tls no issuer": {ClusterSpec{Image: "i", GRPCTunnel: &GRPCTunnel{Port: 57401, TLS: &ClusterTLS{}}}, []string{"spec.grpcTunnel.tls.issuerRef"}},
-		"capacity zero":        {ClusterSpec{Image: "i", TargetDistribution: &TargetDistribution{PodCapacity: i32(0)}}, []string{"spec.targetDistribution.podCapacity"}},
+		"minimal":                  {ClusterSpec{Image: "ghcr.io/openconfig/gnmic:0.45.0"}, nil},
+		"no image":                 {ClusterSpec{}, []string{"spec.image: Required"}},
+		"blank image":              {ClusterSpec{Image: " "}, []string{"spec.image: Required"}},
+		"image with space":         {ClusterSpec{Image: "gnmic latest"}, []string{"spec.image", "whitespace"}},
+		"zero replicas":            {ClusterSpec{Image: "i", Replicas: i32(0)}, []string{"spec.replicas", "at least 1"}},
+		"rest port too high":       {ClusterSpec{Image: "i", API: &ClusterAPI{RestPort: 70000}}, []string{"spec.api.restPort", "1 to 65535"}},
+		"gnmi port negative":       {ClusterSpec{Image: "i", API: &ClusterAPI{GNMIPort: -1}}, []string{"spec.api.gnmiPort"}},
+		"gnmi equals rest":         {ClusterSpec{Image: "i", API: &ClusterAPI{RestPort: 9000, GNMIPort: 9000}}, []string{"spec.api.gnmiPort", "differ from restPort"}},
+		"gnmi equals default":      {ClusterSpec{Image: "i", API: &ClusterAPI{GNMIPort: 7890}}, []string{"differ from restPort"}},
+		"api tls operator-managed": {ClusterSpec{Image: "i", API: &ClusterAPI{TLS: &ClusterTLS{}}, ClientTLS: issuer}, nil},
+		"api tls with issuer":      {ClusterSpec{Image: "i", API: &ClusterAPI{TLS: issuer}}, nil},
+		"api tls with bundle":      {ClusterSpec{Image: "i", API: &ClusterAPI{TLS: &ClusterTLS{BundleRef: "ca"}}}, []string{"spec.api.tls.bundleRef: Forbidden"}},
+		"api tls with csi":         {ClusterSpec{Image: "i", API: &ClusterAPI{TLS: &ClusterTLS{UseCSIDriver: true}}}, []string{"spec.api.tls.useCSIDriver: Forbidden"}},
+		"client tls operator":      {ClusterSpec{Image: "i", ClientTLS: &ClusterTLS{}}, nil},
+		"client tls with bundle":   {ClusterSpec{Image: "i", ClientTLS: &ClusterTLS{BundleRef: "ca"}}, []string{"spec.clientTLS.bundleRef: Forbidden"}},
+		"client tls with csi":      {ClusterSpec{Image: "i", ClientTLS: &ClusterTLS{UseCSIDriver: true}}, []string{"spec.clientTLS.useCSIDriver: Forbidden"}},
+		"tunnel port zero":         {ClusterSpec{Image: "i", GRPCTunnel: &GRPCTunnel{}}, []string{"spec.grpcTunnel.port"}},
+		"tunnel on rest port":      {ClusterSpec{Image: "i", GRPCTunnel: &GRPCTunnel{Port: 7890}}, []string{"spec.grpcTunnel.port", "differ"}},
+		"tunnel tls operator":      {ClusterSpec{Image: "i", GRPCTunnel: &GRPCTunnel{Port: 57401, TLS: &ClusterTLS{}}}, nil},
+		"tunnel tls with issuer":   {ClusterSpec{Image: "i", GRPCTunnel: &GRPCTunnel{Port: 57401, TLS: issuer}}, nil},
+		"tunnel tls with bundle":   {ClusterSpec{Image: "i", GRPCTunnel: &GRPCTunnel{Port: 57401, TLS: &ClusterTLS{BundleRef: "ca"}}}, []string{"spec.grpcTunnel.tls.bundleRef: Forbidden"}},
+		"capacity zero":            {ClusterSpec{Image: "i", TargetDistribution: &TargetDistribution{PodCapacity: i32(0)}}, []string{"spec.targetDistribution.podCapacity"}},
 	} {
 		t.Run(name, func(t *testing.T) { expectErrors(t, ValidateCluster(&Cluster{Spec: tc.spec}), tc.want...) })
 	}
@@ -74,7 +80,7 @@ func TestValidatePipeline(t *testing.T) {
 		"bad tunnel ref":     {PipelineSpec{ClusterRef: "c", TunnelTargetPolicyRefs: []string{"a b"}}, []string{"spec.tunnelTargetPolicyRefs[0]"}},
 		"bad label":          {PipelineSpec{ClusterRef: "c", Labels: map[string]string{"a b": "x"}}, []string{"spec.labels[a b]"}},
 	} {
-		t.Run(name, func(t *testing.T) { expectErrors(t, ValidatePipeline(&Pipeline{Spec: tc.spec}), tc.want...) })
+		t.Run(name, func(t *testing.T) { expectErrors(t, ValidatePipeline(&GnmicPipeline{Spec: tc.spec}), tc.want...) })
 	}
 }
 
@@ -176,6 +182,11 @@ func TestValidateInputProcessorTunnelPolicy(t *testing.T) {
 	expectErrors(t, ValidateInput(&Input{Spec: InputSpec{Type: "kafka", Config: raw(`"x"`)}}), "spec.config")
 	expectErrors(t, ValidateProcessor(&Processor{Spec: ProcessorSpec{Type: "event-strings", Config: raw(`{"value-names":[".*"]}`)}}))
 	expectErrors(t, ValidateProcessor(&Processor{Spec: ProcessorSpec{Type: "strings"}}), "spec.type", "event processor")
+	// A well-formed name gNMIc has no processor for fails every collector's processor setup: refuse it here.
+	expectErrors(t, ValidateProcessor(&Processor{Spec: ProcessorSpec{Type: "event-stringz"}}), "spec.type", "event-strings")
+	for _, typ := range ProcessorTypes {
+		expectErrors(t, ValidateProcessor(&Processor{Spec: ProcessorSpec{Type: typ}}))
+	}
 	expectErrors(t, ValidateTunnelTargetPolicy(&TunnelTargetPolicy{}))
 	expectErrors(t, ValidateTunnelTargetPolicy(&TunnelTargetPolicy{Spec: TunnelTargetPolicySpec{Match: &TunnelTargetMatch{Type: "srl.*", ID: "^leaf"}, Profile: "p"}}))
 	expectErrors(t, ValidateTunnelTargetPolicy(&TunnelTargetPolicy{Spec: TunnelTargetPolicySpec{Match: &TunnelTargetMatch{ID: "(["}}}), "spec.match.id", "regular expression")
@@ -201,7 +212,8 @@ func FuzzValidateCluster(f *testing.F) {
 			c.Spec.GRPCTunnel = &GRPCTunnel{Port: tunnel}
 		}
 		if tls {
-			c.Spec.API.TLS = &ClusterTLS{}
+			// A CA bundle for the REST API is refused: the operator trusts the issuer's ca.crt.
+			c.Spec.API.TLS = &ClusterTLS{IssuerRef: &IssuerReference{Name: "ca"}, BundleRef: "ca"}
 		}
 		errs := ValidateCluster(c)
 		allUnderSpec(t, errs)
@@ -247,7 +259,7 @@ func FuzzValidatePipeline(f *testing.F) {
 	f.Add("", "", "", "Near", "")
 	f.Fuzz(func(t *testing.T, cluster, ref, key, op, value string) {
 		sel := metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: key, Operator: metav1.LabelSelectorOperator(op), Values: []string{value}}}}
-		p := &Pipeline{Spec: PipelineSpec{ClusterRef: cluster, TargetRefs: []string{ref}, TargetSelectors: []metav1.LabelSelector{sel},
+		p := &GnmicPipeline{Spec: PipelineSpec{ClusterRef: cluster, TargetRefs: []string{ref}, TargetSelectors: []metav1.LabelSelector{sel},
 			Outputs: PipelineOutputs{OutputSelectors: []metav1.LabelSelector{sel}}}}
 		allUnderSpec(t, ValidatePipeline(p))
 	})

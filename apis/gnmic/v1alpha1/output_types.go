@@ -98,18 +98,46 @@ type OutputSpec struct {
 	ServiceSelector *OutputServiceSelector `json:"serviceSelector,omitempty"`
 }
 
-// CollectorResourceStatus is the observed state of Outputs, Inputs, Processors and TunnelTargetPolicies.
+// CollectorResourceStatus is the observed state of Subscriptions, Outputs, Inputs, Processors and
+// TunnelTargetPolicies: whether the spec is valid and which GnmicPipelines use the object.
 type CollectorResourceStatus struct {
 	// ObservedGeneration is the generation of the spec this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Pipelines names the GnmicPipelines of this namespace that reference this object, by name or by a selector
+	// matching its labels (sorted).
+	// +optional
+	// +listType=set
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Pipelines"
+	Pipelines []string `json:"pipelines,omitempty"`
+	// PipelinesCount is how many GnmicPipelines reference this object.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Pipelines Count"
+	PipelinesCount int32 `json:"pipelinesCount"`
+	// Conditions: Ready (Valid, or Invalid naming the offending fields).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors={"urn:alm:descriptor:io.kubernetes.conditions"}
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
+
+// Conditions and reasons of the collector-configuration kinds (Subscription, Output, Input, Processor,
+// TunnelTargetPolicy).
+const (
+	// CollectorResourceConditionReady is True when the spec passes validation.
+	CollectorResourceConditionReady = "Ready"
+	ReasonValid                     = "Valid"
+	ReasonInvalid                   = "Invalid"
+)
 
 // Output is a destination for collected telemetry (Prometheus, Kafka, NATS, InfluxDB, …).
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:categories={gnmic}
+// +kubebuilder:resource:path=gnmicoutputs,singular=gnmicoutput,shortName=gnout,categories={gnmic}
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Pipelines",type=integer,JSONPath=`.status.pipelinesCount`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +operator-sdk:csv:customresourcedefinitions:displayName="gNMIc Output",resources={{Service,v1,""}}
 type Output struct {
@@ -152,8 +180,10 @@ type InputSpec struct {
 // Input reads telemetry from Kafka, NATS or JetStream.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:categories={gnmic}
+// +kubebuilder:resource:path=gnmicinputs,singular=gnmicinput,shortName=gnin,categories={gnmic}
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Pipelines",type=integer,JSONPath=`.status.pipelinesCount`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +operator-sdk:csv:customresourcedefinitions:displayName="gNMIc Input",resources={{Cluster,v1alpha1,""}}
 type Input struct {
@@ -193,8 +223,10 @@ type ProcessorSpec struct {
 // Processor transforms events on their way to outputs or from inputs.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:categories={gnmic}
+// +kubebuilder:resource:path=gnmicprocessors,singular=gnmicprocessor,shortName=gnproc,categories={gnmic}
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Pipelines",type=integer,JSONPath=`.status.pipelinesCount`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +operator-sdk:csv:customresourcedefinitions:displayName="gNMIc Processor",resources={{Cluster,v1alpha1,""}}
 type Processor struct {

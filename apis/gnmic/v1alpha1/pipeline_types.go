@@ -13,6 +13,12 @@ const (
 	ReasonClusterNotFound  = "ClusterNotFound"
 	ReasonDisabled         = "Disabled"
 	ReasonPipelineReady    = "PipelineReady"
+	// ReasonNoOutputs: the Pipeline resolves no Output, so nothing of it is collected (gNMIc would send its
+	// targets' data to every output of the collector).
+	ReasonNoOutputs = "NoOutputs"
+	// ReasonUnsupportedByCollector: some selected object asks for something the Cluster's collectors cannot
+	// decode (a Subscription's history; tunnel target policies before gNMIc 0.47); it is left out.
+	ReasonUnsupportedByCollector = "UnsupportedByCollector"
 
 	PipelineStatusActive     = "Active"
 	PipelineStatusDisabled   = "Disabled"
@@ -143,11 +149,11 @@ type PipelineStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// Pipeline selects Targets, Subscriptions, Outputs, Inputs, Processors and TunnelTargetPolicies and hands them
-// to one Cluster.
+// GnmicPipeline (the gNMIc Pipeline) selects Targets, Subscriptions, Outputs, Inputs, Processors and
+// TunnelTargetPolicies and hands them to one Cluster.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:categories={gnmic}
+// +kubebuilder:resource:path=gnmicpipelines,singular=gnmicpipeline,shortName=gnpl,categories={gnmic}
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterRef`
 // +kubebuilder:printcolumn:name="Enabled",type=boolean,JSONPath=`.spec.enabled`
 // +kubebuilder:printcolumn:name="Targets",type=integer,JSONPath=`.status.targetsCount`
@@ -158,7 +164,7 @@ type PipelineStatus struct {
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +operator-sdk:csv:customresourcedefinitions:displayName="gNMIc Pipeline",resources={{Cluster,v1alpha1,""},{Target,v1alpha1,""},{Event,v1,""}}
-type Pipeline struct {
+type GnmicPipeline struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
@@ -168,14 +174,14 @@ type Pipeline struct {
 	Status PipelineStatus `json:"status,omitempty"`
 }
 
-// PipelineList is a list of Pipelines.
+// GnmicPipelineList is a list of GnmicPipelines.
 // +kubebuilder:object:root=true
-type PipelineList struct {
+type GnmicPipelineList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []Pipeline `json:"items"`
+	Items           []GnmicPipeline `json:"items"`
 }
 
 func init() {
-	objectTypes = append(objectTypes, &Pipeline{}, &PipelineList{})
+	objectTypes = append(objectTypes, &GnmicPipeline{}, &GnmicPipelineList{})
 }

@@ -117,20 +117,15 @@ type SubscriptionSpec struct {
 	History *SubscriptionHistory `json:"history,omitempty"`
 }
 
-// SubscriptionStatus is the observed state of a Subscription.
-type SubscriptionStatus struct {
-	// ObservedGeneration is the generation of the spec this status describes.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-}
-
 // Subscription is a set of gNMI paths and how to subscribe to them; Pipelines attach it to their Targets.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:categories={gnmic}
+// +kubebuilder:resource:path=gnmicsubscriptions,singular=gnmicsubscription,shortName=gnsub,categories={gnmic}
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
 // +kubebuilder:printcolumn:name="SampleInterval",type=string,JSONPath=`.spec.sampleInterval`
 // +kubebuilder:printcolumn:name="Encoding",type=string,JSONPath=`.spec.encoding`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Pipelines",type=integer,JSONPath=`.status.pipelinesCount`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +operator-sdk:csv:customresourcedefinitions:displayName="gNMI Subscription",resources={{Cluster,v1alpha1,""}}
 type Subscription struct {
@@ -140,7 +135,7 @@ type Subscription struct {
 	// +optional
 	Spec SubscriptionSpec `json:"spec,omitempty"`
 	// +optional
-	Status SubscriptionStatus `json:"status,omitempty"`
+	Status CollectorResourceStatus `json:"status,omitempty"`
 }
 
 // SubscriptionList is a list of Subscriptions.

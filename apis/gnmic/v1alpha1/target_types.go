@@ -94,7 +94,7 @@ type TargetStatus struct {
 // by a TargetSource, selected by Pipelines, and pushed by the Cluster controller to gNMIc collectors.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:categories={gnmic}
+// +kubebuilder:resource:shortName=gntgt,categories={gnmic}
 // +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.spec.address`
 // +kubebuilder:printcolumn:name="Profile",type=string,JSONPath=`.spec.profile`
 // +kubebuilder:printcolumn:name="Clusters",type=integer,JSONPath=`.status.clusters`

@@ -48,6 +48,46 @@ type ClientTLS struct {
 	// +optional
 	// +listType=set
 	CipherSuites []string `json:"cipherSuites,omitempty"`
+	// CABundle verifies device certificates against these CAs (PEM) instead of the collector's system roots.
+	// +optional
+	CABundle *CABundleSource `json:"caBundle,omitempty"`
+	// ClientCertRef names a kubernetes.io/tls Secret (tls.crt, tls.key) whose certificate the collectors present
+	// to devices.
+	// +optional
+	ClientCertRef *SecretReference `json:"clientCertRef,omitempty"`
+	// InsecureSkipVerify accepts any device certificate (lab devices with self-signed certificates). Admitted with
+	// a warning: anyone on the path can impersonate the device and read its credentials.
+	// +optional
+	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
+}
+
+// CABundleSource names exactly one Secret or ConfigMap key holding PEM CA certificates.
+type CABundleSource struct {
+	// SecretRef is a Secret key in the profile's namespace.
+	// +optional
+	SecretRef *KeyReference `json:"secretRef,omitempty"`
+	// ConfigMapRef is a ConfigMap key in the profile's namespace.
+	// +optional
+	ConfigMapRef *KeyReference `json:"configMapRef,omitempty"`
+}
+
+// KeyReference names a key of a Secret or ConfigMap in the same namespace.
+type KeyReference struct {
+	// Name of the object.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// Key in the object; ca.crt when empty.
+	// +optional
+	Key string `json:"key,omitempty"`
+}
+
+// BundleKey is the key of the CA bundle, ca.crt when unset.
+func (k *KeyReference) BundleKey() string {
+	if k.Key == "" {
+		return "ca.crt"
+	}
+	return k.Key
 }
 
 // GRPCKeepAlive holds gRPC keepalive settings for the collector-to-device connection.
@@ -150,7 +190,7 @@ type TargetProfileStatus struct {
 // name.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:categories={gnmic}
+// +kubebuilder:resource:shortName=gntp,categories={gnmic}
 // +kubebuilder:printcolumn:name="Credentials",type=string,JSONPath=`.spec.credentialsRef.name`
 // +kubebuilder:printcolumn:name="Targets",type=integer,JSONPath=`.status.targets`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`

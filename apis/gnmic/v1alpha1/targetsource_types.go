@@ -41,8 +41,10 @@ const (
 
 // TargetSource condition reasons.
 const (
-	ReasonSucceeded         = "Succeeded"
-	ReasonFetchFailed       = "FetchFailed"
+	ReasonSucceeded   = "Succeeded"
+	ReasonFetchFailed = "FetchFailed"
+	// ReasonCrossOrigin: the inventory redirected, or paginated, to another scheme/host/port; nothing was sent there.
+	ReasonCrossOrigin       = "CrossOrigin"
 	ReasonApplyFailed       = "ApplyFailed"
 	ReasonPartialFailure    = "PartialFailure"
 	ReasonEmptySource       = "EmptySource"
@@ -498,7 +500,7 @@ type TargetSourceStatus struct {
 // per device.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:categories={gnmic}
+// +kubebuilder:resource:shortName=gnts,categories={gnmic}
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.source.type`
 // +kubebuilder:printcolumn:name="Targets",type=integer,JSONPath=`.status.managed`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`

@@ -30,10 +30,12 @@ type TunnelTargetPolicySpec struct {
 // TunnelTargetPolicy turns devices that dial into a Cluster's gRPC tunnel server into targets.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:categories={gnmic}
+// +kubebuilder:resource:path=gnmictunneltargetpolicies,singular=gnmictunneltargetpolicy,shortName=gnttp,categories={gnmic}
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.match.type`
 // +kubebuilder:printcolumn:name="ID",type=string,JSONPath=`.spec.match.id`
 // +kubebuilder:printcolumn:name="Profile",type=string,JSONPath=`.spec.profile`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Pipelines",type=integer,JSONPath=`.status.pipelinesCount`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +operator-sdk:csv:customresourcedefinitions:displayName="gNMIc Tunnel Target Policy",resources={{Cluster,v1alpha1,""},{TargetProfile,v1alpha1,""}}
 type TunnelTargetPolicy struct {

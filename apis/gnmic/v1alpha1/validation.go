@@ -153,5 +153,43 @@ func validateClientTLS(path *field.Path, t *ClientTLS) field.ErrorList {
 				"unknown cipher suite; use a Go/IANA name such as TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"))
 		}
 	}
+	if b := t.CABundle; b != nil {
+		bp := path.Child("caBundle")
+		switch {
+		case (b.SecretRef == nil) == (b.ConfigMapRef == nil):
+			errs = append(errs, field.Required(bp, "exactly one of secretRef and configMapRef"))
+		case b.SecretRef != nil:
+			errs = append(errs, validKeyRef(bp.Child("secretRef"), b.SecretRef)...)
+		default:
+			errs = append(errs, validKeyRef(bp.Child("configMapRef"), b.ConfigMapRef)...)
+		}
+	}
+	if r := t.ClientCertRef; r != nil {
+		for _, msg := range validation.IsDNS1123Subdomain(r.Name) {
+			errs = append(errs, field.Invalid(path.Child("clientCertRef", "name"), r.Name, msg))
+		}
+	}
 	return errs
+}
+
+func validKeyRef(path *field.Path, r *KeyReference) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Subdomain(r.Name) {
+		errs = append(errs, field.Invalid(path.Child("name"), r.Name, msg))
+	}
+	if r.Key != "" {
+		for _, msg := range validation.IsConfigMapKey(r.Key) {
+			errs = append(errs, field.Invalid(path.Child("key"), r.Key, msg))
+		}
+	}
+	return errs
+}
+
+// TargetProfileWarnings are admitted-but-risky settings of a TargetProfile, for admission warnings.
+func TargetProfileWarnings(p *TargetProfile) []string {
+	if t := p.Spec.TLS; t != nil && t.InsecureSkipVerify {
+		return []string{"spec.tls.insecureSkipVerify: device certificates are not verified; anyone on the path can " +
+			"impersonate the devices and read the credentials sent to them. Prefer spec.tls.caBundle"}
+	}
+	return nil
 }

@@ -77,6 +77,13 @@ func TestValidateTargetProfile(t *testing.T) {
 		"unknown cipher":     {TargetProfileSpec{TLS: &ClientTLS{CipherSuites: []string{"AES"}}}, "spec.tls.cipherSuites[0]"},
 		"bad label value":    {TargetProfileSpec{Labels: map[string]string{"site": "a b"}}, "spec.labels[site]"},
 		"bad secret name":    {TargetProfileSpec{CredentialsRef: &SecretReference{Name: "Creds!"}}, "spec.credentialsRef.name"},
+		"ca from configmap":  {TargetProfileSpec{TLS: &ClientTLS{CABundle: &CABundleSource{ConfigMapRef: &KeyReference{Name: "ca"}}, ClientCertRef: &SecretReference{Name: "client"}}}, ""},
+		"ca from secret key": {TargetProfileSpec{TLS: &ClientTLS{CABundle: &CABundleSource{SecretRef: &KeyReference{Name: "ca", Key: "bundle.pem"}}}}, ""},
+		"ca from both":       {TargetProfileSpec{TLS: &ClientTLS{CABundle: &CABundleSource{SecretRef: &KeyReference{Name: "a"}, ConfigMapRef: &KeyReference{Name: "b"}}}}, "spec.tls.caBundle"},
+		"ca from neither":    {TargetProfileSpec{TLS: &ClientTLS{CABundle: &CABundleSource{}}}, "spec.tls.caBundle"},
+		"bad ca key":         {TargetProfileSpec{TLS: &ClientTLS{CABundle: &CABundleSource{ConfigMapRef: &KeyReference{Name: "ca", Key: "a/b"}}}}, "spec.tls.caBundle.configMapRef.key"},
+		"bad client cert":    {TargetProfileSpec{TLS: &ClientTLS{ClientCertRef: &SecretReference{Name: "Client!"}}}, "spec.tls.clientCertRef.name"},
+		"skip verify":        {TargetProfileSpec{TLS: &ClientTLS{InsecureSkipVerify: true}}, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -89,6 +96,14 @@ func TestValidateTargetProfile(t *testing.T) {
 			g.Expect(errs[0].Field).To(Equal(tc.wantField))
 		})
 	}
+}
+
+func TestTargetProfileWarnings(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(TargetProfileWarnings(&TargetProfile{Spec: TargetProfileSpec{TLS: &ClientTLS{InsecureSkipVerify: true}}})).
+		To(ConsistOf(ContainSubstring("spec.tls.insecureSkipVerify")))
+	g.Expect(TargetProfileWarnings(&TargetProfile{Spec: TargetProfileSpec{TLS: &ClientTLS{}}})).To(BeEmpty())
+	g.Expect(TargetProfileWarnings(&TargetProfile{})).To(BeEmpty())
 }
 
 // FuzzValidateAddress checks that whatever the input, an accepted address splits into a host and a port in range.

@@ -40,9 +40,35 @@ type Event struct {
 	Object    json.RawMessage `json:"object"`
 }
 
-// Client calls collectors. The zero value uses http.DefaultClient.
+// Client calls collectors. The zero value uses http.DefaultClient for http URLs; https URLs need Trust first.
 type Client struct {
 	HTTP *http.Client
+	// PreviousCAWindow bounds how long a rotated-away CA stays trusted (DefaultPreviousCAWindow when zero).
+	PreviousCAWindow time.Duration
+	// Now is the clock the rotation window is measured with (time.Now when nil); tests set it.
+	Now func() time.Time
+
+	trust trust
+}
+
+// DefaultPreviousCAWindow is how long a CA replaced by a rotation stays trusted for collectors that still serve a
+// certificate of it. It covers a StatefulSet roll with room to spare; past it a collector still on the old files
+// (or anything else presenting an old-CA certificate) is refused, so the rotation of a compromised CA takes full
+// effect within a bounded time.
+const DefaultPreviousCAWindow = time.Hour
+
+func (c *Client) previousCAWindow() time.Duration {
+	if c.PreviousCAWindow > 0 {
+		return c.PreviousCAWindow
+	}
+	return DefaultPreviousCAWindow
+}
+
+func (c *Client) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
 }
 
 func (c *Client) http() *http.Client {
@@ -59,7 +85,11 @@ func (c *Client) Apply(ctx context.Context, baseURL string, body []byte) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.http().Do(req)
+	hc, err := c.clientFor(baseURL)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}
@@ -78,7 +108,11 @@ func (c *Client) Targets(ctx context.Context, baseURL string) (map[string]Target
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.http().Do(req)
+	hc, err := c.clientFor(baseURL)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +143,11 @@ func (c *Client) Watch(ctx context.Context, baseURL string, connected func(), on
 		return err
 	}
 	req.Header.Set("Accept", "text/event-stream")
-	resp, err := c.http().Do(req)
+	hc, err := c.clientFor(baseURL)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}

@@ -48,6 +48,15 @@ func profileConfig(p *gnmicv1alpha1.TargetProfile, creds map[ktypes.NamespacedNa
 		if len(s.TLS.CipherSuites) > 0 {
 			cfg.CipherSuites = append([]string(nil), s.TLS.CipherSuites...)
 		}
+		if s.TLS.InsecureSkipVerify {
+			cfg.SkipVerify = ptr(true)
+		}
+		if s.TLS.CABundle != nil {
+			cfg.TLSCA = targetTLSPath(p, TargetTLSCA)
+		}
+		if s.TLS.ClientCertRef != nil {
+			cfg.TLSCert, cfg.TLSKey = targetTLSPath(p, TargetTLSCert), targetTLSPath(p, TargetTLSPrivateKey)
+		}
 	}
 	if s.Encoding != "" {
 		cfg.Encoding = ptr(strings.ToLower(string(s.Encoding)))
@@ -88,9 +97,6 @@ func subscriptionConfig(name string, sub *gnmicv1alpha1.Subscription) *types.Sub
 	if s.Encoding != nil {
 		cfg.Encoding = ptr(strings.ToLower(string(*s.Encoding)))
 	}
-	if h := s.History; h != nil {
-		cfg.History = &types.HistoryConfig{Snapshot: timeOf(h.Snapshot), Start: timeOf(h.Start), End: timeOf(h.End)}
-	}
 	for _, ss := range s.StreamSubscriptions {
 		cfg.StreamSubscriptions = append(cfg.StreamSubscriptions, &types.SubscriptionConfig{
 			Paths: append([]string(nil), ss.Paths...), StreamMode: strings.ToLower(string(ss.Mode)),
@@ -99,6 +105,17 @@ func subscriptionConfig(name string, sub *gnmicv1alpha1.Subscription) *types.Sub
 		})
 	}
 	return cfg
+}
+
+// undeliverable says why a Subscription cannot be sent to a collector, or "" when it can. gNMIc's history
+// settings are time.Time values, which the collector's decoder (mapstructure with only the duration hook) refuses
+// in every form: sent, they fail the whole apply of the Cluster; dropped, the Subscription would quietly stream
+// live data instead of the history it asks for. So such a Subscription is left out and reported.
+func undeliverable(sub *gnmicv1alpha1.Subscription) string {
+	if h := sub.Spec.History; h != nil && (h.Snapshot != nil || h.Start != nil || h.End != nil) {
+		return "spec.history is not decoded by gNMIc collectors (their config API cannot carry time values)"
+	}
+	return ""
 }
 
 // outputConfig is the output's config object with its type and, for service-resolved outputs, the address.
@@ -170,11 +187,4 @@ func durPtr(d *metav1.Duration) *time.Duration {
 	}
 	v := d.Duration
 	return &v
-}
-
-func timeOf(t *metav1.Time) time.Time {
-	if t == nil {
-		return time.Time{}
-	}
-	return t.UTC()
 }

@@ -8,8 +8,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"maps"
+	"reflect"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/openconfig/gnmic/pkg/api/types"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,30 +19,32 @@ import (
 	ktypes "k8s.io/apimachinery/pkg/types"
 
 	gnmicv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/gnmic/version"
 )
 
 // TunnelTargetMatch is gNMIc's tunnel-target-match entry: devices dialling in whose type and ID match the
 // regular expressions become targets with Config.
 type TunnelTargetMatch struct {
-	Type   string             `json:"type,omitempty"`
-	ID     string             `json:"id,omitempty"`
-	Config types.TargetConfig `json:"config,omitempty"`
+	Type   string             `json:"type,omitempty" mapstructure:"type,omitempty"`
+	ID     string             `json:"id,omitempty" mapstructure:"id,omitempty"`
+	Config types.TargetConfig `json:"config,omitempty" mapstructure:"config,omitempty"`
 }
 
-// ApplyRequest is the body of the collector's POST /api/v1/config/apply: a full declarative replace.
+// ApplyRequest is the body of the collector's POST /api/v1/config/apply: a full declarative replace. The wire
+// keys are the mapstructure tags (see Encode).
 type ApplyRequest struct {
-	Targets             map[string]*types.TargetConfig       `json:"targets"`
-	Subscriptions       map[string]*types.SubscriptionConfig `json:"subscriptions"`
-	Outputs             map[string]map[string]any            `json:"outputs"`
-	Inputs              map[string]map[string]any            `json:"inputs"`
-	Processors          map[string]map[string]any            `json:"processors"`
-	TunnelTargetMatches map[string]*TunnelTargetMatch        `json:"tunnel-target-matches"`
+	Targets             map[string]*types.TargetConfig       `json:"targets" mapstructure:"targets"`
+	Subscriptions       map[string]*types.SubscriptionConfig `json:"subscriptions" mapstructure:"subscriptions"`
+	Outputs             map[string]map[string]any            `json:"outputs" mapstructure:"outputs"`
+	Inputs              map[string]map[string]any            `json:"inputs" mapstructure:"inputs"`
+	Processors          map[string]map[string]any            `json:"processors" mapstructure:"processors"`
+	TunnelTargetMatches map[string]*TunnelTargetMatch        `json:"tunnel-target-matches" mapstructure:"tunnel-target-matches"`
 }
 
 // Snapshot is everything a plan is built from, as read by the controller.
 type Snapshot struct {
 	// Pipelines whose clusterRef names the Cluster, enabled or not.
-	Pipelines []gnmicv1alpha1.Pipeline
+	Pipelines []gnmicv1alpha1.GnmicPipeline
 	// Targets, Subscriptions, … are the candidates in the Pipelines' namespaces.
 	Targets              []gnmicv1alpha1.Target
 	Subscriptions        []gnmicv1alpha1.Subscription
@@ -52,8 +56,32 @@ type Snapshot struct {
 	Profiles map[ktypes.NamespacedName]*gnmicv1alpha1.TargetProfile
 	// Credentials holds the data of each credentials Secret by namespace/name.
 	Credentials map[ktypes.NamespacedName]map[string][]byte
+	// CollectorImage is the Cluster's collector image; its tag tells the collector version, and with it the
+	// features the collectors decode.
+	CollectorImage string
+	// ReservedPorts are the ports the collector pods already use (REST, gNMI, tunnel): prometheus outputs must not
+	// listen on them.
+	ReservedPorts []int32
 	// OutputAddresses holds the resolved address (host:port or URL) of outputs with serviceRef/serviceSelector.
 	OutputAddresses map[ktypes.NamespacedName]string
+	// ClientCert, when set, is the Cluster's client certificate (spec.clientTLS) as the collectors see it: presented
+	// to every device reached over TLS whose profile names no client certificate of its own.
+	ClientCert *ClientCertFiles
+}
+
+// ClientCertFiles are the paths of a certificate and its key inside the collector pods (gNMIc's tls-cert and
+// tls-key take file paths).
+type ClientCertFiles struct {
+	CertFile, KeyFile string
+}
+
+// targetConfig is profileConfig plus the Cluster's client certificate where the profile uses TLS without its own.
+func (s *Snapshot) targetConfig(p *gnmicv1alpha1.TargetProfile) types.TargetConfig {
+	cfg := profileConfig(p, s.Credentials)
+	if f := s.ClientCert; f != nil && p != nil && p.Spec.TLS != nil && p.Spec.TLS.ClientCertRef == nil {
+		cfg.TLSCert, cfg.TLSKey = ptr(f.CertFile), ptr(f.KeyFile)
+	}
+	return cfg
 }
 
 // PipelineResult is what one Pipeline resolved to.
@@ -68,41 +96,77 @@ type PipelineResult struct {
 	Missing []string
 	// Skipped lists target names left out because they have no subscription.
 	Skipped []string
+	// NoOutputs is set when the Pipeline resolves no Output: it then collects nothing, since gNMIc would write
+	// its targets' data to every output of the collector.
+	NoOutputs bool
+	// Unsupported lists "Kind/name: why" for every object left out because the collector cannot decode what it
+	// asks for, sorted.
+	Unsupported []string
 }
 
 // Plan is the resolved configuration of one Cluster, before it is split over pods.
 type Plan struct {
 	Config    ApplyRequest
 	Pipelines map[string]*PipelineResult
-	// PrometheusOutputs are the prometheus outputs in use, by namespace/name: each gets a Service.
-	PrometheusOutputs []ktypes.NamespacedName
+	// PrometheusOutputs are the prometheus output instances in use, sorted by gNMIc name: each gets a Service.
+	PrometheusOutputs []PrometheusOutput
+}
+
+// PrometheusOutput is one prometheus output instance of a plan.
+type PrometheusOutput struct {
+	// Name is the gNMIc output name (namespace/output, or namespace/pipeline/output when split).
+	Name string
+	// Output is the Output object it comes from.
+	Output ktypes.NamespacedName
+	// Port is the port it listens on in every collector pod.
+	Port int32
 }
 
 // Name is gNMIc's name for an object: namespace/name.
 func Name(namespace, name string) string { return namespace + "/" + name }
 
+// resolved is what one enabled Pipeline selects.
+type resolved struct {
+	pl                 *gnmicv1alpha1.GnmicPipeline
+	res                *PipelineResult
+	targets            []*gnmicv1alpha1.Target
+	subs               []*gnmicv1alpha1.Subscription
+	outs               []*gnmicv1alpha1.Output
+	outProcs, inProcs  []string
+	outProcObjs        []*gnmicv1alpha1.Processor
+	inProcObjs         []*gnmicv1alpha1.Processor
+	ins                []*gnmicv1alpha1.Input
+	ttps               []*gnmicv1alpha1.TunnelTargetPolicy
+	outNames, subNames []string
+}
+
+// SubscriptionName is gNMIc's name for a Subscription as used by one Pipeline. Each Pipeline gets its own
+// instance of a Subscription, naming that Pipeline's outputs: gNMIc sends a subscription's updates to the
+// subscription's outputs, so a Target in several Pipelines still feeds each Pipeline's outputs only with that
+// Pipeline's subscriptions.
+func SubscriptionName(namespace, pipeline, subscription string) string {
+	return pipelineScoped(namespace, pipeline, subscription)
+}
+
+// pipelineScoped is gNMIc's name for an object as used by one Pipeline: namespace/pipeline/name (Kubernetes names
+// hold no "/", so it cannot clash with a namespace/name).
+func pipelineScoped(namespace, pipeline, name string) string {
+	return namespace + "/" + pipeline + "/" + name
+}
+
 // Build resolves every enabled Pipeline of the snapshot into one plan.
+//
+// Routing (see docs/gnmic.md): every subscription instance names its Pipeline's outputs, so data goes only where
+// its Pipeline says; a Pipeline without outputs emits nothing for its targets (gNMIc writes a target without
+// outputs to every output). An Output shared by Pipelines with different output processors is emitted once per
+// Pipeline (namespace/pipeline/output), so each Pipeline's processors apply only to its own data.
 func Build(s Snapshot) *Plan {
-	p := &Plan{
-		Config: ApplyRequest{
-			Targets: map[string]*types.TargetConfig{}, Subscriptions: map[string]*types.SubscriptionConfig{},
-			Outputs: map[string]map[string]any{}, Inputs: map[string]map[string]any{},
-			Processors: map[string]map[string]any{}, TunnelTargetMatches: map[string]*TunnelTargetMatch{},
-		},
-		Pipelines: map[string]*PipelineResult{},
-	}
+	p := &Plan{Config: *Empty(), Pipelines: map[string]*PipelineResult{}}
 	pipelines := slices.Clone(s.Pipelines)
 	sort.Slice(pipelines, func(i, j int) bool {
 		return Name(pipelines[i].Namespace, pipelines[i].Name) < Name(pipelines[j].Namespace, pipelines[j].Name)
 	})
-	// What each target gets from every Pipeline it is in.
-	targetSubs := map[string]map[string]bool{}
-	targetOuts := map[string]map[string]bool{}
-	targetTags := map[string]map[string]string{}
-	targetObjs := map[string]*gnmicv1alpha1.Target{}
-	outputProcs := map[string][]string{}
-	prom := map[ktypes.NamespacedName]bool{}
-
+	var all []*resolved
 	for i := range pipelines {
 		pl := &pipelines[i]
 		res := &PipelineResult{Enabled: pl.Spec.Enabled}
@@ -110,87 +174,104 @@ func Build(s Snapshot) *Plan {
 		if !pl.Spec.Enabled {
 			continue
 		}
-		ns := pl.Namespace
-		targets := resolve(s.Targets, ns, pl.Spec.TargetRefs, pl.Spec.TargetSelectors, "Target", res)
-		subs := resolve(s.Subscriptions, ns, pl.Spec.SubscriptionRefs, pl.Spec.SubscriptionSelectors, "Subscription", res)
-		outs := resolve(s.Outputs, ns, pl.Spec.Outputs.OutputRefs, pl.Spec.Outputs.OutputSelectors, "Output", res)
-		outProcs := resolve(s.Processors, ns, pl.Spec.Outputs.ProcessorRefs, pl.Spec.Outputs.ProcessorSelectors, "Processor", res)
-		ins := resolve(s.Inputs, ns, pl.Spec.Inputs.InputRefs, pl.Spec.Inputs.InputSelectors, "Input", res)
-		inProcs := resolve(s.Processors, ns, pl.Spec.Inputs.ProcessorRefs, pl.Spec.Inputs.ProcessorSelectors, "Processor", res)
-		ttps := resolve(s.TunnelTargetPolicies, ns, pl.Spec.TunnelTargetPolicyRefs, pl.Spec.TunnelTargetPolicySelectors, "TunnelTargetPolicy", res)
-		res.Subscriptions, res.Outputs, res.Inputs, res.TunnelTargetPolicies = len(subs), len(outs), len(ins), len(ttps)
-
-		subNames := make([]string, 0, len(subs))
-		for _, sub := range subs {
-			name := Name(sub.Namespace, sub.Name)
-			subNames = append(subNames, name)
-			p.Config.Subscriptions[name] = subscriptionConfig(name, sub)
-		}
-		outNames := make([]string, 0, len(outs))
-		procNames := func(procs []*gnmicv1alpha1.Processor) []string {
-			names := make([]string, 0, len(procs))
-			for _, pr := range procs {
-				name := Name(pr.Namespace, pr.Name)
-				names = append(names, name)
-				p.Config.Processors[name] = processorConfig(pr)
-			}
-			return names
-		}
-		outProcNames := procNames(outProcs)
-		for _, o := range outs {
+		r := resolvePipeline(s, pl, res)
+		all = append(all, r)
+	}
+	// Output processors per Output, per Pipeline: an Output whose Pipelines disagree is split.
+	procLists := map[string]map[string]bool{}
+	for _, r := range all {
+		for _, o := range r.outs {
 			name := Name(o.Namespace, o.Name)
-			outNames = append(outNames, name)
-			outputProcs[name] = appendNew(outputProcs[name], outProcNames...)
-			p.Config.Outputs[name] = outputConfig(o, s.OutputAddresses[ktypes.NamespacedName{Namespace: o.Namespace, Name: o.Name}])
+			if procLists[name] == nil {
+				procLists[name] = map[string]bool{}
+			}
+			procLists[name][strings.Join(r.outProcs, ",")] = true
+		}
+	}
+	targetSubs := map[string]map[string]bool{}
+	targetOuts := map[string]map[string]bool{}
+	targetTags := map[string]map[string]string{}
+	targetObjs := map[string]*gnmicv1alpha1.Target{}
+	prom := map[string]PrometheusOutput{}
+	for _, r := range all {
+		pl, res := r.pl, r.res
+		for _, o := range r.outs {
+			name := Name(o.Namespace, o.Name)
+			if len(procLists[name]) > 1 {
+				name = pipelineScoped(o.Namespace, pl.Name, o.Name)
+			}
+			r.outNames = append(r.outNames, name)
+			cfg := outputConfig(o, s.OutputAddresses[ktypes.NamespacedName{Namespace: o.Namespace, Name: o.Name}])
+			if len(r.outProcs) > 0 {
+				cfg["event-processors"] = slices.Clone(r.outProcs)
+			}
+			p.Config.Outputs[name] = cfg
 			if o.Spec.Type == gnmicv1alpha1.OutputPrometheus {
-				prom[ktypes.NamespacedName{Namespace: o.Namespace, Name: o.Name}] = true
+				prom[name] = PrometheusOutput{Name: name, Output: ktypes.NamespacedName{Namespace: o.Namespace, Name: o.Name}}
 			}
 		}
-		inProcNames := procNames(inProcs)
-		if len(outs) > 0 { // gNMIc rejects inputs without outputs
-			for _, in := range ins {
-				name := Name(in.Namespace, in.Name)
-				cfg := inputConfig(in)
-				cfg["outputs"] = sortedUnion(anyStrings(p.Config.Inputs[name]["outputs"]), outNames)
-				if len(inProcNames) > 0 {
-					cfg["event-processors"] = appendNew(anyStrings(p.Config.Inputs[name]["event-processors"]), inProcNames...)
-				}
-				p.Config.Inputs[name] = cfg
-			}
-		} else {
+		slices.Sort(r.outNames)
+		if len(r.outs) == 0 {
+			// Nothing to deliver to: no subscription, no target, no tunnel match, no input of this Pipeline.
+			res.NoOutputs = true
 			res.Inputs = 0
+			continue
 		}
-		for _, tp := range ttps {
+		for _, pr := range append(slices.Clone(r.outProcObjs), r.inProcObjs...) {
+			p.Config.Processors[Name(pr.Namespace, pr.Name)] = processorConfig(pr)
+		}
+		for _, sub := range r.subs {
+			name := SubscriptionName(sub.Namespace, pl.Name, sub.Name)
+			cfg := subscriptionConfig(name, sub)
+			cfg.Outputs = slices.Clone(r.outNames)
+			p.Config.Subscriptions[name] = cfg
+			r.subNames = append(r.subNames, name)
+		}
+		slices.Sort(r.subNames)
+		for _, in := range r.ins {
+			name := Name(in.Namespace, in.Name)
+			cfg := inputConfig(in)
+			cfg["outputs"] = sortedUnion(anyStrings(p.Config.Inputs[name]["outputs"]), r.outNames)
+			if len(r.inProcs) > 0 {
+				cfg["event-processors"] = appendNew(anyStrings(p.Config.Inputs[name]["event-processors"]), r.inProcs...)
+			}
+			p.Config.Inputs[name] = cfg
+		}
+		for _, tp := range r.ttps {
 			name := Name(tp.Namespace, tp.Name)
-			m := &TunnelTargetMatch{}
-			if tp.Spec.Match != nil {
-				m.Type, m.ID = tp.Spec.Match.Type, tp.Spec.Match.ID
-			}
-			if tp.Spec.Profile != "" {
-				if prof := s.Profiles[ktypes.NamespacedName{Namespace: ns, Name: tp.Spec.Profile}]; prof != nil {
-					m.Config = profileConfig(prof, s.Credentials)
-				} else {
-					res.Missing = appendNew(res.Missing, "TargetProfile/"+tp.Spec.Profile)
+			m := p.Config.TunnelTargetMatches[name]
+			if m == nil {
+				m = &TunnelTargetMatch{}
+				if tp.Spec.Match != nil {
+					m.Type, m.ID = tp.Spec.Match.Type, tp.Spec.Match.ID
 				}
+				if tp.Spec.Profile != "" {
+					if prof := s.Profiles[ktypes.NamespacedName{Namespace: tp.Namespace, Name: tp.Spec.Profile}]; prof != nil {
+						m.Config = s.targetConfig(prof)
+					} else {
+						res.Missing = appendNew(res.Missing, "TargetProfile/"+tp.Spec.Profile)
+					}
+				}
+				p.Config.TunnelTargetMatches[name] = m
 			}
-			m.Config.Subscriptions = slices.Sorted(slices.Values(subNames))
-			m.Config.Outputs = slices.Sorted(slices.Values(outNames))
-			p.Config.TunnelTargetMatches[name] = m
+			// Each subscription instance names its outputs, so a match in several Pipelines may hold them all.
+			m.Config.Subscriptions = sortedUnion(m.Config.Subscriptions, r.subNames)
+			m.Config.Outputs = sortedUnion(m.Config.Outputs, r.outNames)
 		}
-		for _, t := range targets {
+		for _, t := range r.targets {
 			name := Name(t.Namespace, t.Name)
 			if s.Profiles[ktypes.NamespacedName{Namespace: t.Namespace, Name: t.Spec.Profile}] == nil {
 				res.Missing = appendNew(res.Missing, "TargetProfile/"+t.Spec.Profile)
 				continue
 			}
-			if len(subNames) == 0 {
+			if len(r.subNames) == 0 {
 				res.Skipped = append(res.Skipped, name)
 				continue
 			}
 			res.Targets++
 			targetObjs[name] = t
-			addAll(targetSubs, name, subNames)
-			addAll(targetOuts, name, outNames)
+			addAll(targetSubs, name, r.subNames)
+			addAll(targetOuts, name, r.outNames)
 			if targetTags[name] == nil {
 				targetTags[name] = map[string]string{}
 			}
@@ -200,12 +281,11 @@ func Build(s Snapshot) *Plan {
 	}
 	for name, t := range targetObjs {
 		prof := s.Profiles[ktypes.NamespacedName{Namespace: t.Namespace, Name: t.Spec.Profile}]
-		cfg := profileConfig(prof, s.Credentials)
+		cfg := s.targetConfig(prof)
 		cfg.Name, cfg.Address = name, t.Spec.Address
 		cfg.Subscriptions = slices.Sorted(maps.Keys(targetSubs[name]))
-		if outs := targetOuts[name]; len(outs) > 0 {
-			cfg.Outputs = slices.Sorted(maps.Keys(outs))
-		}
+		// The union of the target's outputs; routing itself is per subscription, which overrides it.
+		cfg.Outputs = slices.Sorted(maps.Keys(targetOuts[name]))
 		if tags := targetTags[name]; len(tags) > 0 {
 			if cfg.EventTags == nil {
 				cfg.EventTags = map[string]string{}
@@ -214,21 +294,48 @@ func Build(s Snapshot) *Plan {
 		}
 		p.Config.Targets[name] = &cfg
 	}
-	for name, procs := range outputProcs {
-		if len(procs) > 0 {
-			p.Config.Outputs[name]["event-processors"] = procs
-		}
+	for _, name := range slices.Sorted(maps.Keys(prom)) {
+		p.PrometheusOutputs = append(p.PrometheusOutputs, prom[name])
 	}
-	p.PrometheusOutputs = slices.SortedFunc(maps.Keys(prom), func(a, b ktypes.NamespacedName) int {
-		if a.String() < b.String() {
-			return -1
-		}
-		if a.String() > b.String() {
-			return 1
-		}
-		return 0
-	})
+	p.assignPrometheusPorts(s.ReservedPorts)
 	return p
+}
+
+// resolvePipeline resolves the objects one enabled Pipeline selects and records counts, missing references and
+// Subscriptions no collector can take.
+func resolvePipeline(s Snapshot, pl *gnmicv1alpha1.GnmicPipeline, res *PipelineResult) *resolved {
+	ns := pl.Namespace
+	r := &resolved{pl: pl, res: res}
+	r.targets = resolve(s.Targets, ns, pl.Spec.TargetRefs, pl.Spec.TargetSelectors, "Target", res)
+	subs := resolve(s.Subscriptions, ns, pl.Spec.SubscriptionRefs, pl.Spec.SubscriptionSelectors, "Subscription", res)
+	r.outs = resolve(s.Outputs, ns, pl.Spec.Outputs.OutputRefs, pl.Spec.Outputs.OutputSelectors, "Output", res)
+	r.outProcObjs = resolve(s.Processors, ns, pl.Spec.Outputs.ProcessorRefs, pl.Spec.Outputs.ProcessorSelectors, "Processor", res)
+	r.ins = resolve(s.Inputs, ns, pl.Spec.Inputs.InputRefs, pl.Spec.Inputs.InputSelectors, "Input", res)
+	r.inProcObjs = resolve(s.Processors, ns, pl.Spec.Inputs.ProcessorRefs, pl.Spec.Inputs.ProcessorSelectors, "Processor", res)
+	for _, pr := range r.outProcObjs {
+		r.outProcs = append(r.outProcs, Name(pr.Namespace, pr.Name))
+	}
+	for _, pr := range r.inProcObjs {
+		r.inProcs = append(r.inProcs, Name(pr.Namespace, pr.Name))
+	}
+	r.ttps = resolve(s.TunnelTargetPolicies, ns, pl.Spec.TunnelTargetPolicyRefs, pl.Spec.TunnelTargetPolicySelectors, "TunnelTargetPolicy", res)
+	if why := version.Compare(s.CollectorImage, version.Feature{Name: "tunnel target policies", Since: version.TunnelTargetMatches}); why != "" {
+		// Sent to an older collector the matches would be dropped without a word; leave them out and say so.
+		for _, tp := range r.ttps {
+			res.Unsupported = appendNew(res.Unsupported, "TunnelTargetPolicy/"+tp.Name+": "+why)
+		}
+		r.ttps = nil
+	}
+	for _, sub := range subs {
+		if why := undeliverable(sub); why != "" {
+			res.Unsupported = appendNew(res.Unsupported, "Subscription/"+sub.Name+": "+why)
+			continue
+		}
+		r.subs = append(r.subs, sub)
+	}
+	sort.Strings(res.Unsupported)
+	res.Subscriptions, res.Outputs, res.Inputs, res.TunnelTargetPolicies = len(r.subs), len(r.outs), len(r.ins), len(r.ttps)
+	return r
 }
 
 // object is what resolve needs of an API object.
@@ -315,10 +422,14 @@ func Empty() *ApplyRequest {
 	}
 }
 
-// Encode returns the request's JSON (map keys sorted, so the same plan always encodes the same bytes) and its
-// sha256 hex digest.
+// Encode returns the request's JSON as a gNMIc collector decodes it (keys from the mapstructure tags, durations
+// as strings; map keys sorted, so the same plan always encodes the same bytes) and its sha256 hex digest.
 func Encode(req *ApplyRequest) ([]byte, string, error) {
-	data, err := json.Marshal(req)
+	wire, err := toWire(reflect.ValueOf(req), "")
+	if err != nil {
+		return nil, "", err
+	}
+	data, err := json.Marshal(wire)
 	if err != nil {
 		return nil, "", err
 	}

@@ -47,48 +47,53 @@ func baseSnapshot() Snapshot {
 	}
 }
 
-func pipeline(name string, spec v1.PipelineSpec) v1.Pipeline {
+// pipeline returns an enabled-or-not Pipeline of cluster "core"; without outputs it gets output "prom", since a
+// Pipeline with no output collects nothing.
+func pipeline(name string, spec v1.PipelineSpec) v1.GnmicPipeline {
 	spec.ClusterRef = "core"
-	return v1.Pipeline{ObjectMeta: meta("lab", name, nil), Spec: spec}
+	if len(spec.Outputs.OutputRefs) == 0 && len(spec.Outputs.OutputSelectors) == 0 {
+		spec.Outputs.OutputRefs = []string{"prom"}
+	}
+	return v1.GnmicPipeline{ObjectMeta: meta("lab", name, nil), Spec: spec}
 }
 
 func TestBuildResolution(t *testing.T) {
 	for name, tc := range map[string]struct {
-		pipelines   []v1.Pipeline
+		pipelines   []v1.GnmicPipeline
 		wantTargets []string
 		wantSubs    []string
 		wantMissing []string
 		wantSkipped []string
 	}{
 		"disabled pipeline resolves nothing": {
-			pipelines: []v1.Pipeline{pipeline("p", v1.PipelineSpec{TargetRefs: []string{"r1"}, SubscriptionRefs: []string{"ifaces"}})},
+			pipelines: []v1.GnmicPipeline{pipeline("p", v1.PipelineSpec{TargetRefs: []string{"r1"}, SubscriptionRefs: []string{"ifaces"}})},
 		},
 		"refs": {
-			pipelines:   []v1.Pipeline{pipeline("p", v1.PipelineSpec{Enabled: true, TargetRefs: []string{"r2", "r1"}, SubscriptionRefs: []string{"ifaces"}})},
-			wantTargets: []string{"lab/r1", "lab/r2"}, wantSubs: []string{"lab/ifaces"},
+			pipelines:   []v1.GnmicPipeline{pipeline("p", v1.PipelineSpec{Enabled: true, TargetRefs: []string{"r2", "r1"}, SubscriptionRefs: []string{"ifaces"}})},
+			wantTargets: []string{"lab/r1", "lab/r2"}, wantSubs: []string{"lab/p/ifaces"},
 		},
 		"selector, same namespace only": {
-			pipelines:   []v1.Pipeline{pipeline("p", v1.PipelineSpec{Enabled: true, TargetSelectors: sel("role", "core"), SubscriptionSelectors: sel("set", "base")})},
-			wantTargets: []string{"lab/r1", "lab/r3"}, wantSubs: []string{"lab/ifaces"},
+			pipelines:   []v1.GnmicPipeline{pipeline("p", v1.PipelineSpec{Enabled: true, TargetSelectors: sel("role", "core"), SubscriptionSelectors: sel("set", "base")})},
+			wantTargets: []string{"lab/r1", "lab/r3"}, wantSubs: []string{"lab/p/ifaces"},
 		},
 		"refs then union of selectors": {
-			pipelines: []v1.Pipeline{pipeline("p", v1.PipelineSpec{Enabled: true, TargetRefs: []string{"r2"},
+			pipelines: []v1.GnmicPipeline{pipeline("p", v1.PipelineSpec{Enabled: true, TargetRefs: []string{"r2"},
 				TargetSelectors: append(sel("role", "core"), sel("role", "edge")...), SubscriptionRefs: []string{"bgp"}})},
-			wantTargets: []string{"lab/r1", "lab/r2", "lab/r3"}, wantSubs: []string{"lab/bgp"},
+			wantTargets: []string{"lab/r1", "lab/r2", "lab/r3"}, wantSubs: []string{"lab/p/bgp"},
 		},
 		"empty selector matches nothing": {
-			pipelines:   []v1.Pipeline{pipeline("p", v1.PipelineSpec{Enabled: true, TargetSelectors: []metav1.LabelSelector{{}}, SubscriptionRefs: []string{"ifaces"}})},
-			wantSubs:    []string{"lab/ifaces"},
+			pipelines:   []v1.GnmicPipeline{pipeline("p", v1.PipelineSpec{Enabled: true, TargetSelectors: []metav1.LabelSelector{{}}, SubscriptionRefs: []string{"ifaces"}})},
+			wantSubs:    []string{"lab/p/ifaces"},
 			wantTargets: nil,
 		},
 		"missing refs reported": {
-			pipelines: []v1.Pipeline{pipeline("p", v1.PipelineSpec{Enabled: true, TargetRefs: []string{"r1", "gone"},
-				SubscriptionRefs: []string{"ifaces", "nope"}, Outputs: v1.PipelineOutputs{OutputRefs: []string{"kafka"}}})},
-			wantTargets: []string{"lab/r1"}, wantSubs: []string{"lab/ifaces"},
+			pipelines: []v1.GnmicPipeline{pipeline("p", v1.PipelineSpec{Enabled: true, TargetRefs: []string{"r1", "gone"},
+				SubscriptionRefs: []string{"ifaces", "nope"}, Outputs: v1.PipelineOutputs{OutputRefs: []string{"prom", "kafka"}}})},
+			wantTargets: []string{"lab/r1"}, wantSubs: []string{"lab/p/ifaces"},
 			wantMissing: []string{"Output/kafka", "Subscription/nope", "Target/gone"},
 		},
 		"targets without subscriptions are skipped": {
-			pipelines:   []v1.Pipeline{pipeline("p", v1.PipelineSpec{Enabled: true, TargetRefs: []string{"r1"}})},
+			pipelines:   []v1.GnmicPipeline{pipeline("p", v1.PipelineSpec{Enabled: true, TargetRefs: []string{"r1"}})},
 			wantSkipped: []string{"lab/r1"},
 		},
 	} {
@@ -132,7 +137,7 @@ func sortStrings(s []string) {
 func TestBuildTargetConfigUsesGNMIcFieldsAndCredentials(t *testing.T) {
 	g := NewWithT(t)
 	s := baseSnapshot()
-	s.Pipelines = []v1.Pipeline{
+	s.Pipelines = []v1.GnmicPipeline{
 		pipeline("a", v1.PipelineSpec{Enabled: true, TargetRefs: []string{"r1"}, SubscriptionRefs: []string{"ifaces"},
 			Outputs: v1.PipelineOutputs{OutputSelectors: sel("out", "yes")}, Labels: map[string]string{"pipeline": "a"}}),
 		pipeline("b", v1.PipelineSpec{Enabled: true, TargetRefs: []string{"r1"}, SubscriptionRefs: []string{"bgp"}}),
@@ -145,15 +150,15 @@ func TestBuildTargetConfigUsesGNMIcFieldsAndCredentials(t *testing.T) {
 	g.Expect(string(data)).To(MatchJSON(`{
 		"name": "lab/r1", "address": "r1:57400", "username": "admin", "password": "secret",
 		"timeout": 5000000000, "retry-timer": 2000000000, "insecure": true, "encoding": "json_ietf",
-		"subscriptions": ["lab/bgp", "lab/ifaces"], "outputs": ["lab/prom"],
+		"subscriptions": ["lab/a/ifaces", "lab/b/bgp"], "outputs": ["lab/prom"],
 		"event-tags": {"site": "lab", "pipeline": "a"}
 	}`))
-	g.Expect(p.PrometheusOutputs).To(Equal([]ktypes.NamespacedName{{Namespace: "lab", Name: "prom"}}))
+	g.Expect(p.PrometheusOutputs).To(Equal([]PrometheusOutput{{Name: "lab/prom", Output: ktypes.NamespacedName{Namespace: "lab", Name: "prom"}, Port: 9804}}))
 	g.Expect(p.Config.Outputs["lab/prom"]).To(Equal(map[string]any{"type": "prometheus", "listen": ":9804"}))
 
-	subData, err := json.Marshal(p.Config.Subscriptions["lab/ifaces"])
+	subData, err := json.Marshal(p.Config.Subscriptions["lab/a/ifaces"])
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(string(subData)).To(MatchJSON(`{"name":"lab/ifaces","paths":["/interfaces"],"mode":"stream","stream-mode":"sample","sample-interval":10000000000}`))
+	g.Expect(string(subData)).To(MatchJSON(`{"name":"lab/a/ifaces","paths":["/interfaces"],"mode":"stream","stream-mode":"sample","sample-interval":10000000000,"outputs":["lab/prom"]}`))
 }
 
 func TestBuildOutputsInputsProcessorsTunnels(t *testing.T) {
@@ -169,7 +174,7 @@ func TestBuildOutputsInputsProcessorsTunnels(t *testing.T) {
 	}
 	s.TunnelTargetPolicies = []v1.TunnelTargetPolicy{{ObjectMeta: meta("lab", "srl", nil), Spec: v1.TunnelTargetPolicySpec{
 		Match: &v1.TunnelTargetMatch{Type: "srl", ID: "^leaf"}, Profile: "default"}}}
-	s.Pipelines = []v1.Pipeline{pipeline("p", v1.PipelineSpec{Enabled: true, SubscriptionRefs: []string{"ifaces"},
+	s.Pipelines = []v1.GnmicPipeline{pipeline("p", v1.PipelineSpec{Enabled: true, SubscriptionRefs: []string{"ifaces"},
 		TunnelTargetPolicyRefs: []string{"srl"},
 		Outputs:                v1.PipelineOutputs{OutputRefs: []string{"bus", "prom"}, ProcessorRefs: []string{"trim"}, ProcessorSelectors: sel("p", "x")},
 		Inputs:                 v1.PipelineInputs{InputRefs: []string{"in"}, ProcessorRefs: []string{"drop"}}})}
@@ -184,7 +189,7 @@ func TestBuildOutputsInputsProcessorsTunnels(t *testing.T) {
 	g.Expect(m.Type).To(Equal("srl"))
 	g.Expect(m.ID).To(Equal("^leaf"))
 	g.Expect(*m.Config.Username).To(Equal("admin"))
-	g.Expect(m.Config.Subscriptions).To(Equal([]string{"lab/ifaces"}))
+	g.Expect(m.Config.Subscriptions).To(Equal([]string{"lab/p/ifaces"}))
 	g.Expect(p.Pipelines["lab/p"].TunnelTargetPolicies).To(Equal(1))
 
 	// Inputs without any output are left out: gNMIc would reject the whole apply.
@@ -195,7 +200,7 @@ func TestBuildOutputsInputsProcessorsTunnels(t *testing.T) {
 func TestEncodeIsDeterministicAndForPodSplits(t *testing.T) {
 	g := NewWithT(t)
 	s := baseSnapshot()
-	s.Pipelines = []v1.Pipeline{pipeline("p", v1.PipelineSpec{Enabled: true, TargetSelectors: sel("role", "core"), SubscriptionRefs: []string{"ifaces", "bgp"}})}
+	s.Pipelines = []v1.GnmicPipeline{pipeline("p", v1.PipelineSpec{Enabled: true, TargetSelectors: sel("role", "core"), SubscriptionRefs: []string{"ifaces", "bgp"}})}
 	// Shuffle the inputs: the encoding must not change.
 	a, hashA, err := Encode(Build(s).ForPod([]string{"lab/r1", "lab/r3"}))
 	g.Expect(err).NotTo(HaveOccurred())

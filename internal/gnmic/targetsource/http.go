@@ -47,8 +47,50 @@ type HTTPResult struct {
 	TruncatedReason string
 }
 
-// ErrCrossOrigin is returned when a next page would leave the source's scheme and host:port.
-var ErrCrossOrigin = errors.New("next page is on another origin")
+// ErrCrossOrigin is returned when a next page or a redirect would leave the source's scheme and host:port.
+var ErrCrossOrigin = errors.New("refusing to leave the source's origin")
+
+// maxRedirects is how many same-origin redirects one page may take (Go's own default).
+const maxRedirects = 10
+
+// sameOrigin reports whether b has a's scheme, host and port; host case and an explicit default port do not matter.
+func sameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) &&
+		effectivePort(a) == effectivePort(b)
+}
+
+func effectivePort(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if strings.EqualFold(u.Scheme, "https") {
+		return "443"
+	}
+	return "80"
+}
+
+// originGuard returns a copy of client that refuses any redirect leaving origin. Go's client forwards custom
+// headers, and so the auth.header secret, to whatever host a redirect names (it strips only Authorization and
+// cookies, and even those only across domains): refusing is the only way to keep every credential kind at home,
+// and the same rule already holds for pagination. A redirect within the origin keeps every header.
+func originGuard(client *http.Client, origin *url.URL) *http.Client {
+	guarded := *client
+	inner := client.CheckRedirect
+	guarded.CheckRedirect = func(r *http.Request, via []*http.Request) error {
+		if !sameOrigin(origin, r.URL) {
+			return fmt.Errorf("%w: the inventory redirected to %s (source is %s://%s); point spec.source.http.url at the final location",
+				ErrCrossOrigin, r.URL.Redacted(), origin.Scheme, origin.Host)
+		}
+		if inner != nil {
+			return inner(r, via)
+		}
+		if len(via) >= maxRedirects {
+			return fmt.Errorf("stopped after %d redirects", maxRedirects)
+		}
+		return nil
+	}
+	return &guarded
+}
 
 // TLSConfig builds the client TLS configuration: TLS 1.2 at least, an optional CA bundle added to nothing else
 // (it replaces the system roots), and an optional client certificate.
@@ -71,14 +113,15 @@ func TLSConfig(insecure bool, caPEM, certPEM, keyPEM []byte) (*tls.Config, error
 	return cfg, nil
 }
 
-// FetchHTTP reads every page of an HTTP inventory. A Link rel="next" header wins over nextField; a next page must
-// keep the scheme and host:port of the source URL. A repeated URL or reaching maxPages with a next page left marks
+// FetchHTTP reads every page of an HTTP inventory. A Link rel="next" header wins over nextField; a next page, and
+// every redirect, must keep the scheme and host:port of the source URL. A repeated URL or reaching maxPages with a next page left marks
 // the result Truncated. Any non-2xx answer, or a page over 64 MiB, fails the fetch.
 func FetchHTTP(ctx context.Context, client *http.Client, req HTTPRequest) (HTTPResult, error) {
 	origin, err := url.Parse(req.URL)
 	if err != nil || (origin.Scheme != "http" && origin.Scheme != "https") || origin.Host == "" {
 		return HTTPResult{}, fmt.Errorf("url %q must be an absolute http(s) URL", req.URL)
 	}
+	client = originGuard(client, origin)
 	maxPages := req.MaxPages
 	if maxPages < 1 {
 		maxPages = 1
@@ -100,8 +143,8 @@ func FetchHTTP(ctx context.Context, client *http.Client, req HTTPRequest) (HTTPR
 		if next == nil {
 			return res, nil
 		}
-		if next.Scheme != origin.Scheme || next.Host != origin.Host {
-			return res, fmt.Errorf("%w: %s (source is %s://%s)", ErrCrossOrigin, next.Redacted(), origin.Scheme, origin.Host)
+		if !sameOrigin(origin, next) {
+			return res, fmt.Errorf("%w: next page %s (source is %s://%s)", ErrCrossOrigin, next.Redacted(), origin.Scheme, origin.Host)
 		}
 		if len(res.Pages) >= maxPages {
 			res.Truncated, res.TruncatedReason = true, fmt.Sprintf("maxPages (%d) reached with more pages left", maxPages)

@@ -1,0 +1,119 @@
+package gnmic_test
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gnmicv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
+)
+
+// A changed credentials Secret reaches the collectors holding the targets of the profiles that name it, without
+// any other change (the Secret is watched through an index of TargetProfiles by the Secrets they reference).
+// Before, the new password stayed unpushed until something else started a reconcile.
+func TestClusterPushesChangedCredentials(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	servers := collectors(t, 2)
+	names := fleet(g, ns, 6)
+	g.Expect(env.Client.Create(ctx, cluster(g, ns, "creds", 2, servers))).To(Succeed())
+	g.Expect(env.Client.Create(ctx, pipelineFor(ns, "p", "creds"))).To(Succeed())
+	g.Eventually(func(g Gomega) { expectServersHoldPlacement(g, ns, "creds", servers, names) }).Should(Succeed())
+
+	secret := &corev1.Secret{}
+	g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "creds"}, secret)).To(Succeed())
+	secret.Data["password"] = []byte("rotated")
+	g.Expect(env.Client.Update(ctx, secret)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		for _, s := range servers {
+			for name, cfg := range s.Config().Targets {
+				g.Expect(*cfg.Password).To(Equal("rotated"), "target %s", name)
+			}
+		}
+	}).Should(Succeed())
+}
+
+// A TargetProfile's CA bundle (from a ConfigMap) and client certificate reach the collectors: gNMIc's target
+// config names files under /etc/gnmic/target-tls, the Cluster's target-tls Secret holds them and is mounted there,
+// and a rotated CA bundle updates the Secret without any other change.
+func TestClusterTargetProfileTLSMaterial(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	servers := collectors(t, 1)
+	fleet(g, ns, 2)
+	g.Expect(env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "device-ca"},
+		Data: map[string]string{"ca.crt": "CA-1"}})).To(Succeed())
+	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "client"},
+		Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": []byte("CERT"), "tls.key": []byte("KEY")}})).To(Succeed())
+	// A merge patch: the TargetProfile controller writes the profile's status concurrently.
+	profile := &gnmicv1alpha1.TargetProfile{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}
+	patch := []byte(`{"spec":{"tls":{"caBundle":{"configMapRef":{"name":"device-ca"}},"clientCertRef":{"name":"client"}}}}`)
+	g.Expect(env.Client.Patch(ctx, profile, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
+	g.Expect(env.Client.Create(ctx, cluster(g, ns, "tls", 1, servers))).To(Succeed())
+	g.Expect(env.Client.Create(ctx, pipelineFor(ns, "p", "tls"))).To(Succeed())
+
+	dir := "/etc/gnmic/target-tls/" + ns + "_default_"
+	g.Eventually(func(g Gomega) {
+		targets := servers[0].Config().Targets
+		g.Expect(targets).To(HaveLen(2))
+		for _, cfg := range targets {
+			g.Expect(cfg.TLSCA).To(HaveValue(Equal(dir + "ca.crt")))
+			g.Expect(cfg.TLSCert).To(HaveValue(Equal(dir + "tls.crt")))
+			g.Expect(cfg.TLSKey).To(HaveValue(Equal(dir + "tls.key")))
+			g.Expect(cfg.Insecure).To(BeNil())
+		}
+	}).Should(Succeed())
+	material := func(g Gomega) map[string][]byte {
+		s := &corev1.Secret{}
+		g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gnmic-tls-target-tls"}, s)).To(Succeed())
+		return s.Data
+	}
+	g.Expect(material(g)).To(Equal(map[string][]byte{
+		ns + "_default_ca.crt": []byte("CA-1"), ns + "_default_tls.crt": []byte("CERT"), ns + "_default_tls.key": []byte("KEY")}))
+	sts := &appsv1.StatefulSet{}
+	g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gnmic-tls"}, sts)).To(Succeed())
+	g.Expect(sts.Spec.Template.Spec.Containers[0].VolumeMounts).To(ContainElement(HaveField("MountPath", "/etc/gnmic/target-tls")))
+
+	cm := &corev1.ConfigMap{}
+	g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "device-ca"}, cm)).To(Succeed())
+	cm.Data["ca.crt"] = "CA-2"
+	g.Expect(env.Client.Update(ctx, cm)).To(Succeed())
+	g.Eventually(func(g Gomega) { g.Expect(material(g)).To(HaveKeyWithValue(ns+"_default_ca.crt", []byte("CA-2"))) }).Should(Succeed())
+}
+
+// Only the pods whose targets use the changed Secret are called: with one target on two pods, the empty pod's
+// configuration does not change and it receives no new apply.
+func TestClusterCredentialsChangeReachesOnlyAffectedPods(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	servers := collectors(t, 2)
+	names := fleet(g, ns, 1)
+	g.Expect(env.Client.Create(ctx, cluster(g, ns, "one", 2, servers))).To(Succeed())
+	g.Expect(env.Client.Create(ctx, pipelineFor(ns, "p", "one"))).To(Succeed())
+	g.Eventually(func(g Gomega) { expectServersHoldPlacement(g, ns, "one", servers, names) }).Should(Succeed())
+	holder, idle := servers[0], servers[1]
+	if len(holder.TargetNames()) == 0 {
+		holder, idle = idle, holder
+	}
+	idleApplies := idle.ApplyCount()
+
+	secret := &corev1.Secret{}
+	g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "creds"}, secret)).To(Succeed())
+	secret.Data["password"] = []byte("rotated")
+	g.Expect(env.Client.Update(ctx, secret)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		for _, cfg := range holder.Config().Targets {
+			g.Expect(*cfg.Password).To(Equal("rotated"))
+		}
+	}).Should(Succeed())
+	g.Expect(idle.ApplyCount()).To(Equal(idleApplies))
+}

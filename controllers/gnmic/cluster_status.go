@@ -1,0 +1,47 @@
+package gnmic
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gnmicv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/gnmic/placement"
+)
+
+// The Cluster's Ready, ConfigApplied and CapacityExhausted conditions.
+
+func (r *ClusterReconciler) setApplied(c *gnmicv1alpha1.Cluster, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: gnmicv1alpha1.ClusterConditionConfigApplied,
+		Status: status, Reason: reason, Message: msg, ObservedGeneration: c.Generation})
+}
+
+func (r *ClusterReconciler) setReady(c *gnmicv1alpha1.Cluster, applied bool) {
+	cond := metav1.Condition{Type: gnmicv1alpha1.ClusterConditionReady, ObservedGeneration: c.Generation}
+	want := c.DesiredReplicas()
+	switch {
+	case applied && c.Status.ReadyReplicas >= want:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, gnmicv1alpha1.ReasonClusterReady, "every collector is ready and configured"
+	case c.Status.ReadyReplicas > 0:
+		cond.Status, cond.Reason = metav1.ConditionFalse, gnmicv1alpha1.ReasonClusterPartiallyReady
+		cond.Message = fmt.Sprintf("%d of %d collectors ready", c.Status.ReadyReplicas, want)
+	default:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, gnmicv1alpha1.ReasonClusterNotReady, "no collector is ready"
+	}
+	meta.SetStatusCondition(&c.Status.Conditions, cond)
+}
+
+func (r *ClusterReconciler) setCapacityCondition(c *gnmicv1alpha1.Cluster, placed placement.Result) {
+	cond := metav1.Condition{Type: gnmicv1alpha1.ClusterConditionCapacityExhausted, Status: metav1.ConditionFalse,
+		Reason: gnmicv1alpha1.ReasonCapacityAvailable, Message: "every target is placed", ObservedGeneration: c.Generation}
+	if n := len(placed.Unassigned); n > 0 {
+		cond.Status, cond.Reason = metav1.ConditionTrue, gnmicv1alpha1.ReasonCapacityExhausted
+		cond.Message = fmt.Sprintf("%d targets fit on no pod (capacity %d per pod)", n, placed.Capacity)
+		if !meta.IsStatusConditionTrue(c.Status.Conditions, cond.Type) {
+			r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, cond.Reason, "Place", cond.Message)
+		}
+	}
+	meta.SetStatusCondition(&c.Status.Conditions, cond)
+}

@@ -1,0 +1,61 @@
+package plan
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// DefaultPrometheusPort is where gNMIc's prometheus output listens when its config names no port.
+const DefaultPrometheusPort = 9804
+
+// assignPrometheusPorts gives every prometheus output instance of the plan its own port: every collector pod runs
+// every output, so two outputs on one port (gNMIc's default :9804 for both, say) make the second fail to listen.
+// A port the Output's config chooses is kept while free (the first instance by name keeps a contested one);
+// every other instance gets the lowest free port from 9804 up, keeping the host part of its listen address. The
+// chosen listen address is written into the output's config and the port recorded for its Service.
+func (p *Plan) assignPrometheusPorts(reserved []int32) {
+	taken := map[int32]bool{}
+	for _, r := range reserved {
+		taken[r] = true
+	}
+	var rest []int
+	for i := range p.PrometheusOutputs {
+		po := &p.PrometheusOutputs[i]
+		host, port, ok := splitListen(p.Config.Outputs[po.Name]["listen"])
+		if ok && !taken[port] {
+			taken[port] = true
+			po.Port = port
+			p.Config.Outputs[po.Name]["listen"] = fmt.Sprintf("%s:%d", host, port)
+			continue
+		}
+		rest = append(rest, i)
+	}
+	next := int32(DefaultPrometheusPort)
+	for _, i := range rest {
+		po := &p.PrometheusOutputs[i]
+		for taken[next] {
+			next++
+		}
+		taken[next] = true
+		host, _, _ := splitListen(p.Config.Outputs[po.Name]["listen"])
+		po.Port = next
+		p.Config.Outputs[po.Name]["listen"] = fmt.Sprintf("%s:%d", host, next)
+	}
+	slices.SortFunc(p.PrometheusOutputs, func(a, b PrometheusOutput) int { return strings.Compare(a.Name, b.Name) })
+}
+
+// splitListen reads a listen address ("host:port" or ":port"); ok is false when it names no valid port.
+func splitListen(v any) (host string, port int32, ok bool) {
+	s, _ := v.(string)
+	i := strings.LastIndex(s, ":")
+	if i < 0 {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(s[i+1:])
+	if err != nil || n < 1 || n > 65535 {
+		return s[:i], 0, false
+	}
+	return s[:i], int32(n), true
+}

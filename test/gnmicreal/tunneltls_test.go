@@ -1,0 +1,89 @@
+package gnmicreal
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	v1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
+	gnmiccontrollers "github.com/quartet-dev/quartet-operator/controllers/gnmic"
+	"github.com/quartet-dev/quartet-operator/internal/gnmic/certs"
+	"github.com/quartet-dev/quartet-operator/internal/gnmic/plan"
+)
+
+// With grpcTunnel.tls the operator's base configuration gives gNMIc tunnel-server.tls{cert-file, key-file}: the
+// real gNMIc reads those keys and serves its tunnel over TLS with the mounted certificate. (gNMIc v0.37 has no
+// collector mode; its --use-tunnel-server flag starts the same tunnel server the collector starts from config.)
+func TestRealGNMIcServesTheTunnelWithTheOperatorsCertificate(t *testing.T) {
+	g := NewWithT(t)
+	bin := gnmicBinary(t)
+	restPort, tunnelPort := freePort(t), freePort(t)
+	c := &v1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: "core"}, Spec: v1.ClusterSpec{
+		Image: "ghcr.io/openconfig/gnmic:0.47.0", API: &v1.ClusterAPI{RestPort: int32(restPort)},
+		GRPCTunnel: &v1.GRPCTunnel{Port: int32(tunnelPort), TLS: &v1.ClusterTLS{}}}}
+	base, err := gnmiccontrollers.BaseConfig(c)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(base).To(ContainSubstring("/etc/gnmic/tunnel-tls/tls.crt"))
+	// The pods mount the certificate at /etc/gnmic/tunnel-tls; here it lives in a temporary directory.
+	dir := t.TempDir()
+	base = strings.ReplaceAll(base, "/etc/gnmic/tunnel-tls", dir)
+	now := time.Now()
+	ca, err := certs.NewCA("lab/core collectors", now)
+	g.Expect(err).NotTo(HaveOccurred())
+	name := "gnmic-core-tunnel.lab.svc"
+	serving, err := certs.IssueServing(ca, []string{name, name + ".cluster.local"}, now)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(os.WriteFile(filepath.Join(dir, "tls.crt"), serving.CertPEM, 0o600)).To(Succeed())
+	g.Expect(os.WriteFile(filepath.Join(dir, "tls.key"), serving.KeyPEM, 0o600)).To(Succeed())
+
+	// gNMIc v0.37's subscribe wants one target in its file: the operator's, for a fake device.
+	_, addr1 := fakeDevice(t, "r1")
+	_, addr2 := fakeDevice(t, "r2")
+	body, _, err := plan.Encode(operatorPlan(addr1, addr2).ForPod([]string{"lab/r1"}))
+	g.Expect(err).NotTo(HaveOccurred())
+	wire := map[string]map[string]any{}
+	g.Expect(json.Unmarshal(body, &wire)).To(Succeed())
+	cfg := map[string]any{}
+	g.Expect(yaml.Unmarshal([]byte(base), &cfg)).To(Succeed())
+	cfg["targets"], cfg["subscriptions"], cfg["outputs"] = wire["targets"], wire["subscriptions"], wire["outputs"]
+	data, err := yaml.Marshal(cfg)
+	g.Expect(err).NotTo(HaveOccurred())
+	cfgFile := filepath.Join(dir, "gnmic.yaml")
+	g.Expect(os.WriteFile(cfgFile, data, 0o600)).To(Succeed())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logs := &syncBuffer{}
+	cmd := exec.CommandContext(ctx, bin, "--config", cfgFile, "subscribe", "--use-tunnel-server")
+	cmd.Stdout, cmd.Stderr = logs, logs
+	g.Expect(cmd.Start()).To(Succeed())
+	defer func() { cancel(); _ = cmd.Wait() }()
+
+	pool, err := certs.Pool(ca.CertPEM)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func(g Gomega) {
+		conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", tunnelPort),
+			&tls.Config{RootCAs: pool, ServerName: name, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}})
+		g.Expect(err).NotTo(HaveOccurred())
+		defer func() { _ = conn.Close() }()
+		peer := conn.ConnectionState().PeerCertificates
+		g.Expect(peer).NotTo(BeEmpty())
+		g.Expect(certs.Fingerprint(pemOf(peer[0].Raw))).To(Equal(certs.Fingerprint(serving.CertPEM)))
+	}).WithTimeout(30*time.Second).Should(Succeed(), "gNMIc log:\n%s", logs)
+}
+
+func pemOf(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
