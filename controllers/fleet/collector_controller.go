@@ -25,6 +25,7 @@ import (
 
 	fleetv1alpha1 "github.com/quartet-dev/quartet-operator/apis/fleet/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/fleet/attributes"
+	"github.com/quartet-dev/quartet-operator/internal/fleet/claims"
 	fleetclient "github.com/quartet-dev/quartet-operator/internal/fleet/client"
 	"github.com/quartet-dev/quartet-operator/internal/fleet/selector"
 	"github.com/quartet-dev/quartet-operator/internal/kube"
@@ -70,11 +71,49 @@ func (r *CollectorReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		}
 	}
 	before := c.DeepCopy()
-	res, err := r.sync(ctx, c)
+	var res ctrl.Result
+	holder, err := r.idHolder(ctx, c)
+	switch {
+	case err != nil:
+	case holder != claims.Key(c):
+		res = r.conflicted(c, holder)
+	default:
+		setCondition(c, fleetv1alpha1.ConditionConflicted, metav1.ConditionFalse, fleetv1alpha1.ReasonIDHeld,
+			fmt.Sprintf("this Collector holds collector ID %q", c.Spec.ID))
+		res, err = r.sync(ctx, c)
+	}
 	if perr := kube.PatchStatusIfChanged(ctx, r.Client, before, c); perr != nil && err == nil {
 		err = perr
 	}
 	return res, err
+}
+
+// idHolder is the Collector (namespace/name) that holds c's collector ID cluster-wide, found through the spec.id
+// index.
+func (r *CollectorReconciler) idHolder(ctx context.Context, c *fleetv1alpha1.Collector) (string, error) {
+	list := &fleetv1alpha1.CollectorList{}
+	if err := r.List(ctx, list, client.MatchingFields{collectorIDField: c.Spec.ID}); err != nil {
+		return "", err
+	}
+	if h := claims.Holder(list.Items); h != nil {
+		return claims.Key(h), nil
+	}
+	return claims.Key(c), nil
+}
+
+// conflicted records that another Collector holds the ID (both were admitted while the webhook was not
+// running): no Fleet call, and a look again later, when the holder may be gone.
+func (r *CollectorReconciler) conflicted(c *fleetv1alpha1.Collector, holder string) ctrl.Result {
+	msg := fmt.Sprintf("collector ID %q is held by Collector %s; this Collector makes no Fleet call until that one is deleted", c.Spec.ID, holder)
+	if !meta.IsStatusConditionTrue(c.Status.Conditions, fleetv1alpha1.ConditionConflicted) {
+		r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, fleetv1alpha1.ConditionConflicted, "Sync", "%s", msg)
+	}
+	recordSync("Collector", fleetv1alpha1.ReasonIDClaimed)
+	c.Status.ObservedGeneration = c.Generation
+	setCondition(c, fleetv1alpha1.ConditionConflicted, metav1.ConditionTrue, fleetv1alpha1.ReasonIDClaimed, msg)
+	setCondition(c, fleetv1alpha1.ConditionReady, metav1.ConditionFalse, fleetv1alpha1.ReasonIDClaimed, msg)
+	setCondition(c, fleetv1alpha1.ConditionSynced, metav1.ConditionFalse, fleetv1alpha1.ReasonIDClaimed, msg)
+	return ctrl.Result{RequeueAfter: NotRegisteredRequeue}
 }
 
 // claims are every attribute claim on this collector: its own spec, the RemoteAttributePolicies of its namespace
@@ -238,9 +277,9 @@ func (r *CollectorReconciler) failed(c *fleetv1alpha1.Collector, action string, 
 	if fleetclient.IsRateLimited(err) {
 		recordSync("Collector", fleetv1alpha1.ReasonRateLimited)
 		setCondition(c, fleetv1alpha1.ConditionSynced, metav1.ConditionFalse, fleetv1alpha1.ReasonRateLimited,
-			"Fleet Management answered 429; retrying in 10s")
-		r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, "RateLimited", action, "Fleet Management rate limit; retrying in %s", RateLimitedRequeue)
-		return ctrl.Result{RequeueAfter: RateLimitedRequeue}, nil
+			fmt.Sprintf("Fleet Management answered 429; retrying in %s", rateLimitWait(err)))
+		r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, "RateLimited", action, "Fleet Management rate limit; retrying in %s", rateLimitWait(err))
+		return ctrl.Result{RequeueAfter: rateLimitWait(err)}, nil
 	}
 	reason := fleetv1alpha1.ReasonSyncFailed
 	if fleetclient.IsInvalid(err) {
@@ -273,14 +312,18 @@ func (r *CollectorReconciler) finalize(ctx context.Context, c *fleetv1alpha1.Col
 			recordSync("Collector", "Deleted")
 			r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, "Deleted", "Delete", "Removed the remote attributes owned by this Collector")
 		case fleetclient.IsRateLimited(err):
-			r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, "RateLimited", "Delete", "Fleet Management rate limit; retrying in %s", RateLimitedRequeue)
-			return ctrl.Result{RequeueAfter: RateLimitedRequeue}, nil
+			r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, "RateLimited", "Delete", "Fleet Management rate limit; retrying in %s", rateLimitWait(err))
+			return ctrl.Result{RequeueAfter: rateLimitWait(err)}, nil
 		default:
 			before := c.DeepCopy()
 			recordSync("Collector", fleetv1alpha1.ReasonDeleteFailed)
 			setCondition(c, fleetv1alpha1.ConditionReady, metav1.ConditionFalse, fleetv1alpha1.ReasonDeleteFailed, err.Error())
 			r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, "DeleteFailed", "Delete", "Removing owned remote attributes: %v", err)
-			return ctrl.Result{}, kube.PatchStatusIfChanged(ctx, r.Client, before, c)
+			// The error sends the reconcile into backoff: the finalizer stays and the removal is retried.
+			if perr := kube.PatchStatusIfChanged(ctx, r.Client, before, c); perr != nil {
+				return ctrl.Result{}, perr
+			}
+			return ctrl.Result{}, err
 		}
 	}
 	controllerutil.RemoveFinalizer(c, fleetv1alpha1.CollectorFinalizer)

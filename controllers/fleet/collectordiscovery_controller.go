@@ -136,7 +136,8 @@ func (r *CollectorDiscoveryReconciler) poll(ctx context.Context, d *fleetv1alpha
 	target := targetNamespace(d, d.Spec.TargetNamespace)
 	owned := &fleetv1alpha1.CollectorList{}
 	if err := r.List(ctx, owned, client.InNamespace(target), client.MatchingFields{collectorDiscoveredByField: self}); err != nil {
-		return ctrl.Result{}, err
+		// Ready must not stay True from the previous poll.
+		return r.pollFailed(d, st, "CollectorDiscovery", r.Fleet, err), err
 	}
 	crs := map[string]*fleetv1alpha1.Collector{}
 	var existing []discovery.Existing
@@ -175,22 +176,23 @@ func (r *CollectorDiscoveryReconciler) poll(ctx context.Context, d *fleetv1alpha
 	}
 
 	created, managed := 0, len(existing)
+	var failures []string
 	for _, rem := range plan.Create {
-		switch err := r.Create(ctx, newCollector(d, target, rem)); {
-		case err == nil:
+		c := newCollector(d, target, rem)
+		live := &fleetv1alpha1.Collector{}
+		switch exists, err := createDiscovered(ctx, r.Client, r.APIReader, c, live); {
+		case err == nil && !exists:
 			created++
 			managed++
-		case apierrors.IsAlreadyExists(err):
-			// The cache had not seen it yet: decide from the API server's copy.
-			live := &fleetv1alpha1.Collector{}
-			if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: target, Name: rem.CRName}, live); err != nil {
-				return ctrl.Result{}, err
-			}
-			if c := discovery.Classify(self, rem, existingCollector(live)); c != nil {
-				plan.Conflicts = append(plan.Conflicts, *c)
+		case err == nil:
+			// The cache had not seen it yet: decided from the API server's copy.
+			if cf := discovery.Classify(self, rem, existingCollector(live)); cf != nil {
+				plan.Conflicts = append(plan.Conflicts, *cf)
 			} else {
 				managed++
 			}
+		case exists:
+			failures = append(failures, failure("Collector", c, err))
 		default:
 			plan.Conflicts = append(plan.Conflicts, discovery.Conflict{ID: rem.ID, CRName: rem.CRName,
 				Reason: fleetv1alpha1.ConflictCreateFailed, Message: err.Error()})
@@ -200,32 +202,28 @@ func (r *CollectorDiscoveryReconciler) poll(ctx context.Context, d *fleetv1alpha
 		c := crs[pair.CR.Name]
 		if c.DeletionTimestamp.IsZero() && setAnnotation(c, fleetv1alpha1.AnnotationDiscoveryStale, "") {
 			if err := r.Update(ctx, c); client.IgnoreNotFound(err) != nil {
-				return ctrl.Result{}, err
+				failures = append(failures, failure("Collector", c, err))
 			}
 		}
 	}
-	pruned, stale, err := r.retire(ctx, d, retiring, crs)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
+	pruned, stale, retireFailures := r.retire(ctx, d, retiring, crs)
+	failures = append(failures, retireFailures...)
 	managed -= pruned
 	previous := map[string]bool{}
 	for _, c := range d.Status.Conflicts {
 		previous[c.CollectorID] = true
 	}
-	discovery.SortConflicts(plan.Conflicts)
-	conflicts, truncated := discovery.CapConflicts(plan.Conflicts, fleetv1alpha1.MaxDiscoveryConflicts)
-	r.conflictEvents(d, previous, conflicts)
+	d.Status.CollectorsObserved, d.Status.CollectorsManaged, d.Status.StaleCollectors = int32(len(remotes)), int32(managed), int32(stale)
+	summary := fmt.Sprintf("%d Fleet collector(s) selected, %d Collector(s) in %s (%d stale), %d conflict(s)",
+		len(remotes), managed, target, stale, len(plan.Conflicts))
+	conflicts, err := r.report(d, st, pollReport{kind: "CollectorDiscovery", now: now, previous: previous, conflicts: plan.Conflicts,
+		failures: failures, created: created, pruned: pruned, summary: summary})
 	d.Status.Conflicts = nil
 	for _, c := range conflicts {
 		d.Status.Conflicts = append(d.Status.Conflicts, fleetv1alpha1.CollectorDiscoveryConflict{
 			CollectorID: c.ID, CRName: c.CRName, Reason: c.Reason, Message: c.Message})
 	}
-	d.Status.CollectorsObserved, d.Status.CollectorsManaged, d.Status.StaleCollectors = int32(len(remotes)), int32(managed), int32(stale)
-	summary := fmt.Sprintf("%d Fleet collector(s) selected, %d Collector(s) in %s (%d stale), %d conflict(s)",
-		len(remotes), managed, target, stale, len(plan.Conflicts))
-	r.pollSucceeded(d, st, "CollectorDiscovery", now, truncated, created, pruned, summary)
-	return ctrl.Result{RequeueAfter: interval}, nil
+	return ctrl.Result{RequeueAfter: interval}, err
 }
 
 func existingCollector(c *fleetv1alpha1.Collector) discovery.Existing {
@@ -254,24 +252,27 @@ func newCollector(d *fleetv1alpha1.CollectorDiscovery, ns string, rem discovery.
 }
 
 // retire deletes the CRs whose collector is gone from Fleet (under Delete) and marks the others stale: deleting
-// the CR of a collector that still exists would strip the remote attributes it wrote from the live collector.
+// the CR of a collector that still exists would strip the remote attributes it wrote from the live collector. It
+// returns how many were deleted, how many are stale, and the CRs it could not write.
 func (r *CollectorDiscoveryReconciler) retire(ctx context.Context, d *fleetv1alpha1.CollectorDiscovery, retiring discovery.Retirement,
-	crs map[string]*fleetv1alpha1.Collector) (int, int, error) {
+	crs map[string]*fleetv1alpha1.Collector) (pruned, stale int, failures []string) {
 	for _, e := range retiring.Delete {
 		if err := r.Delete(ctx, crs[e.Name]); client.IgnoreNotFound(err) != nil {
-			return 0, 0, err
+			failures = append(failures, failure("Collector", crs[e.Name], err))
+			continue
 		}
+		pruned++
 	}
 	for _, e := range retiring.Stale {
 		c := crs[e.Name]
 		if setAnnotation(c, fleetv1alpha1.AnnotationDiscoveryStale, "true") {
 			r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, "Stale", "Poll", "Collector %s/%s: Fleet collector %s is no longer selected", c.Namespace, c.Name, e.ID)
 			if err := r.Update(ctx, c); client.IgnoreNotFound(err) != nil {
-				return 0, 0, err
+				failures = append(failures, failure("Collector", c, err))
 			}
 		}
 	}
-	return len(retiring.Delete), len(retiring.Stale), nil
+	return pruned, len(retiring.Stale), failures
 }
 
 // SetupWithManager registers the controller: spec changes wake it, the poll interval requeues it.

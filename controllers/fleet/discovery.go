@@ -3,9 +3,11 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
@@ -162,4 +164,54 @@ func setAnnotation(obj client.Object, key, value string) bool {
 	}
 	obj.SetAnnotations(a)
 	return true
+}
+
+// pollReport is the outcome of one poll that listed Fleet: the bookkeeping both discoveries share.
+type pollReport struct {
+	kind string
+	now  metav1.Time
+	// previous are the conflict IDs the status listed before this poll (for one event per new conflict).
+	previous map[string]bool
+	// conflicts are the objects that got no CR.
+	conflicts []discovery.Conflict
+	// failures name each CR that could not be created, updated, retired or read, with the reason; the poll still
+	// did everything else.
+	failures        []string
+	created, pruned int
+	summary         string
+}
+
+// report sorts and caps the conflicts (returned for the caller's status type), emits the events and sets the
+// conditions. With failures, Ready and Synced are False naming them, lastSuccessTime is not advanced and the
+// returned error sends the reconcile into backoff; the poll interval still applies, so Fleet is not listed more
+// often.
+func (p Poller) report(obj client.Object, st *fleetv1alpha1.DiscoveryStatus, rep pollReport) ([]discovery.Conflict, error) {
+	discovery.SortConflicts(rep.conflicts)
+	conflicts, truncated := discovery.CapConflicts(rep.conflicts, fleetv1alpha1.MaxDiscoveryConflicts)
+	p.conflictEvents(obj, rep.previous, conflicts)
+	if len(rep.failures) == 0 {
+		p.pollSucceeded(obj, st, rep.kind, rep.now, truncated, rep.created, rep.pruned, rep.summary)
+		return conflicts, nil
+	}
+	msg := fmt.Sprintf("%s; %d CR(s) could not be written: %s", rep.summary, len(rep.failures), strings.Join(rep.failures, "; "))
+	recordSync(rep.kind, fleetv1alpha1.ReasonCRWriteFailed)
+	p.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "Failed", "Poll", "%s", msg)
+	setDiscoveryCondition(obj, st, fleetv1alpha1.ConditionReady, metav1.ConditionFalse, fleetv1alpha1.ReasonCRWriteFailed, msg)
+	setDiscoveryCondition(obj, st, fleetv1alpha1.ConditionSynced, metav1.ConditionFalse, fleetv1alpha1.ReasonCRWriteFailed, msg)
+	return conflicts, fmt.Errorf("%s poll: %s", rep.kind, strings.Join(rep.failures, "; "))
+}
+
+// createDiscovered creates obj. When it exists already (the cache had not seen it) it reads the API server's copy
+// into live through reader, for the caller to classify; exists reports that case.
+func createDiscovered(ctx context.Context, c client.Client, reader client.Reader, obj, live client.Object) (exists bool, err error) {
+	err = c.Create(ctx, obj)
+	if !apierrors.IsAlreadyExists(err) {
+		return false, err
+	}
+	return true, reader.Get(ctx, client.ObjectKeyFromObject(obj), live)
+}
+
+// failure formats one CR failure for a report.
+func failure(kind string, obj client.Object, err error) string {
+	return fmt.Sprintf("%s %s/%s: %v", kind, obj.GetNamespace(), obj.GetName(), err)
 }

@@ -8,13 +8,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleetv1alpha1 "github.com/quartet-dev/quartet-operator/apis/fleet/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/fleet/claims"
 	"github.com/quartet-dev/quartet-operator/internal/kube"
 )
 
 // Field indexes shared by the Collector, RemoteAttributePolicy and ExternalAttributeSync controllers.
 const (
 	// collectorIDField indexes Collectors by spec.id.
-	collectorIDField = "spec.id"
+	collectorIDField = claims.IDField
 	// collectorOwnerField indexes Collectors by the owners of their attributes ("<Kind>/<ns>/<name>"), so a
 	// policy or sync that drops a collector still reaches it.
 	collectorOwnerField = "status.attributeOwners.owner"
@@ -27,9 +28,7 @@ func ownerKey(kind fleetv1alpha1.OwnerKind, ns, name string) string {
 }
 
 func indexCollectors(ctx context.Context, mgr manager.Manager) error {
-	if err := kube.IndexField(ctx, mgr, &fleetv1alpha1.Collector{}, collectorIDField, func(o client.Object) []string {
-		return []string{o.(*fleetv1alpha1.Collector).Spec.ID}
-	}); err != nil {
+	if err := kube.IndexField(ctx, mgr, &fleetv1alpha1.Collector{}, collectorIDField, claims.IndexID); err != nil {
 		return err
 	}
 	return kube.IndexField(ctx, mgr, &fleetv1alpha1.Collector{}, collectorOwnerField, func(o client.Object) []string {

@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	. "github.com/onsi/gomega"
+	dto "github.com/prometheus/client_model/go"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/quartet-dev/quartet-operator/controllers/fleet"
@@ -27,10 +28,29 @@ func reconcileCount(g Gomega) float64 {
 	return total
 }
 
-// metricValue sums the samples of one metric family whose labels include every given pair.
+// metricValue sums the samples of one metric family whose labels include every given pair. The registry is shared
+// by the whole suite: compare values taken around an action (or use a snapshot's delta), never absolute values.
 func metricValue(g Gomega, name string, labels map[string]string) float64 {
 	families, err := metrics.Registry.Gather()
 	g.Expect(err).NotTo(HaveOccurred())
+	return sumOf(families, name, labels)
+}
+
+// snapshot is the registry at one moment, so a test can assert what its own actions added.
+type snapshot []*dto.MetricFamily
+
+func takeSnapshot(g Gomega) snapshot {
+	families, err := metrics.Registry.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	return families
+}
+
+// delta is how much a metric grew since the snapshot.
+func (s snapshot) delta(g Gomega, name string, labels map[string]string) float64 {
+	return metricValue(g, name, labels) - sumOf(s, name, labels)
+}
+
+func sumOf(families []*dto.MetricFamily, name string, labels map[string]string) float64 {
 	total := 0.0
 	for _, f := range families {
 		if f.GetName() != name {

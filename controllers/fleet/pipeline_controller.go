@@ -29,8 +29,17 @@ import (
 // PipelineControllerName is the controller name, unique across groups.
 const PipelineControllerName = "fleet-pipeline"
 
-// RateLimitedRequeue is how long a reconcile waits after Fleet answered 429.
+// RateLimitedRequeue is how long a reconcile waits after Fleet answered 429 without a Retry-After header.
 const RateLimitedRequeue = 10 * time.Second
+
+// rateLimitWait is how long to wait after a 429: the server's Retry-After when it sent one, else
+// RateLimitedRequeue.
+func rateLimitWait(err error) time.Duration {
+	if d := fleetclient.RetryAfter(err); d > 0 {
+		return d
+	}
+	return RateLimitedRequeue
+}
 
 // fleetNameField indexes Pipelines by their Fleet name, to find same-named Pipelines without listing them all.
 const fleetNameField = "fleet.name"
@@ -48,6 +57,11 @@ type PipelineReconciler struct {
 	Fleet    Clients
 	// NameScope is the default name scope (--pipeline-name-scope): none or namespace.
 	NameScope string
+	// Cluster identifies this cluster in the ownership marker written into each pipeline's metadata.
+	Cluster string
+	// ReadOnlyPoll is how often a read-only Pipeline that no discovery refreshes mirrors its Fleet pipeline;
+	// 0 means 5 minutes.
+	ReadOnlyPoll time.Duration
 }
 
 // +kubebuilder:rbac:groups=fleetmanagement.grafana.com,resources=pipelines,verbs=get;list;watch;update;patch
@@ -85,17 +99,15 @@ func (r *PipelineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		}
 		before = p.DeepCopy()
 	}
+	if mode == pipelines.ModeManaged && wasMirrored(p) {
+		// The ID was only looked at: ownership is decided afresh by the create-first write.
+		p.Status.ID, p.Status.SyncedName = "", ""
+	}
 	var res ctrl.Result
 	var err error
 	switch mode {
 	case pipelines.ModeReadOnly:
-		setCondition(p, fleetv1alpha1.ConditionReady, metav1.ConditionTrue, fleetv1alpha1.ReasonReadOnly,
-			"read-only: the Fleet pipeline is never written or deleted from this CR")
-		setCondition(p, fleetv1alpha1.ConditionSynced, metav1.ConditionTrue, fleetv1alpha1.ReasonReadOnly, "read-only")
-		if !meta.IsStatusConditionTrue(before.Status.Conditions, fleetv1alpha1.ConditionReady) {
-			r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "ReadOnly", "Sync", "Pipeline %q is read-only", name)
-		}
-		p.Status.ObservedGeneration = p.Generation
+		res, err = r.readOnly(ctx, p, before, name)
 	case pipelines.ModePaused:
 		setCondition(p, fleetv1alpha1.ConditionSynced, metav1.ConditionFalse, fleetv1alpha1.ReasonPaused,
 			"spec.paused is set: no Fleet calls until it is unset")
@@ -119,7 +131,9 @@ func upToDate(p *fleetv1alpha1.Pipeline, mode pipelines.Mode) bool {
 	synced := meta.FindStatusCondition(p.Status.Conditions, fleetv1alpha1.ConditionSynced)
 	switch mode {
 	case pipelines.ModeReadOnly:
-		return ready != nil && ready.Reason == fleetv1alpha1.ReasonReadOnly
+		// Only a discovery's CR can skip: the discovery mirrors it; any other is mirrored on each requeue.
+		return ready != nil && ready.Reason == fleetv1alpha1.ReasonReadOnly &&
+			p.Annotations[fleetv1alpha1.AnnotationPipelineDiscoveredBy] != ""
 	case pipelines.ModePaused:
 		return synced != nil && synced.Reason == fleetv1alpha1.ReasonPaused
 	default:
@@ -127,62 +141,8 @@ func upToDate(p *fleetv1alpha1.Pipeline, mode pipelines.Mode) bool {
 			return false
 		}
 		return (ready.Status == metav1.ConditionTrue && ready.Reason == fleetv1alpha1.ReasonSynced &&
-			controllerutil.ContainsFinalizer(p, fleetv1alpha1.PipelineFinalizer)) ||
+			controllerutil.ContainsFinalizer(p, fleetv1alpha1.PipelineFinalizer) && len(p.Status.OrphanedPipelineIDs) == 0) ||
 			ready.Reason == fleetv1alpha1.ReasonValidationError
-	}
-}
-
-// upsert sends the whole pipeline and records the answer.
-func (r *PipelineReconciler) upsert(ctx context.Context, p *fleetv1alpha1.Pipeline, name string) (ctrl.Result, error) {
-	fc, err := r.Fleet.Client(ctx)
-	if err != nil {
-		r.failed(p, fleetv1alpha1.ReasonSyncFailed, err)
-		return ctrl.Result{}, err
-	}
-	created := p.Status.ID == ""
-	res, err := fc.UpsertPipeline(ctx, pipelines.ToProto(p, name), false)
-	if fleetclient.IsNotFound(err) {
-		// The pipeline vanished under the update: forget the old ID and create it again.
-		p.Status.ID, created = "", true
-		recordSync("Pipeline", "Recreated")
-		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "Recreated", "Upsert",
-			"Fleet pipeline %q was gone; creating it again", name)
-		res, err = fc.UpsertPipeline(ctx, pipelines.ToProto(p, name), false)
-	}
-	switch {
-	case err == nil:
-		pipelines.ApplyStatus(&p.Status, res)
-		p.Status.ObservedGeneration = p.Generation
-		msg := fmt.Sprintf("Fleet pipeline %q (ID %s) is in sync", name, p.Status.ID)
-		setCondition(p, fleetv1alpha1.ConditionReady, metav1.ConditionTrue, fleetv1alpha1.ReasonSynced, msg)
-		setCondition(p, fleetv1alpha1.ConditionSynced, metav1.ConditionTrue, fleetv1alpha1.ReasonSynced, msg)
-		reason := "Updated"
-		if created {
-			reason = "Created"
-		}
-		recordSync("Pipeline", fleetv1alpha1.ReasonSynced)
-		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, reason, "Upsert", "%s Fleet pipeline %q (ID %s)", reason, name, p.Status.ID)
-		return ctrl.Result{}, nil
-	case fleetclient.IsRateLimited(err):
-		recordSync("Pipeline", fleetv1alpha1.ReasonRateLimited)
-		setCondition(p, fleetv1alpha1.ConditionSynced, metav1.ConditionFalse, fleetv1alpha1.ReasonRateLimited,
-			"Fleet Management answered 429; retrying in 10s")
-		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "RateLimited", "Upsert", "Fleet Management rate limit; retrying in %s", RateLimitedRequeue)
-		return ctrl.Result{RequeueAfter: RateLimitedRequeue}, nil
-	case fleetclient.IsInvalid(err):
-		// The same spec will be refused again: record it and wait for a spec change.
-		p.Status.ObservedGeneration = p.Generation
-		recordSync("Pipeline", fleetv1alpha1.ReasonValidationError)
-		setCondition(p, fleetv1alpha1.ConditionReady, metav1.ConditionFalse, fleetv1alpha1.ReasonValidationError, err.Error())
-		setCondition(p, fleetv1alpha1.ConditionSynced, metav1.ConditionFalse, fleetv1alpha1.ReasonValidationError, err.Error())
-		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "ValidationFailed", "Upsert", "Fleet Management rejected the pipeline: %v", err)
-		return ctrl.Result{}, nil
-	default:
-		if fleetclient.IsUnauthenticated(err) {
-			r.Fleet.Invalidate()
-		}
-		r.failed(p, fleetv1alpha1.ReasonSyncFailed, err)
-		return ctrl.Result{}, err
 	}
 }
 
@@ -199,7 +159,7 @@ func (r *PipelineReconciler) finalize(ctx context.Context, p *fleetv1alpha1.Pipe
 	if !controllerutil.ContainsFinalizer(p, fleetv1alpha1.PipelineFinalizer) {
 		return ctrl.Result{}, nil
 	}
-	if pipelines.DeletesRemotely(p) && !p.Spec.Paused {
+	if pipelines.DeletesRemotely(p) && !p.Spec.Paused && !wasMirrored(p) {
 		before := p.DeepCopy()
 		fc, err := r.Fleet.Client(ctx)
 		if err == nil {
@@ -211,13 +171,17 @@ func (r *PipelineReconciler) finalize(ctx context.Context, p *fleetv1alpha1.Pipe
 			r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "Deleted", "Delete", "Deleted Fleet pipeline %s", p.Status.ID)
 		case fleetclient.IsRateLimited(err):
 			recordSync("Pipeline", fleetv1alpha1.ReasonRateLimited)
-			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "RateLimited", "Delete", "Fleet Management rate limit; retrying in %s", RateLimitedRequeue)
-			return ctrl.Result{RequeueAfter: RateLimitedRequeue}, nil
+			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "RateLimited", "Delete", "Fleet Management rate limit; retrying in %s", rateLimitWait(err))
+			return ctrl.Result{RequeueAfter: rateLimitWait(err)}, nil
 		default:
 			recordSync("Pipeline", fleetv1alpha1.ReasonDeleteFailed)
 			setCondition(p, fleetv1alpha1.ConditionReady, metav1.ConditionFalse, fleetv1alpha1.ReasonDeleteFailed, err.Error())
 			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "DeleteFailed", "Delete", "Deleting Fleet pipeline %s: %v", p.Status.ID, err)
-			return ctrl.Result{}, kube.PatchStatusIfChanged(ctx, r.Client, before, p)
+			// The error sends the reconcile into backoff: the finalizer stays and the delete is retried.
+			if perr := kube.PatchStatusIfChanged(ctx, r.Client, before, p); perr != nil {
+				return ctrl.Result{}, perr
+			}
+			return ctrl.Result{}, err
 		}
 	}
 	controllerutil.RemoveFinalizer(p, fleetv1alpha1.PipelineFinalizer)

@@ -16,6 +16,7 @@ import (
 
 	fleetv1alpha1 "github.com/quartet-dev/quartet-operator/apis/fleet/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/fleet/fleetserver"
+	"github.com/quartet-dev/quartet-operator/internal/fleet/pipelines"
 )
 
 func newPipeline(ns, name string, mutate func(*fleetv1alpha1.Pipeline)) *fleetv1alpha1.Pipeline {
@@ -29,12 +30,39 @@ func newPipeline(ns, name string, mutate func(*fleetv1alpha1.Pipeline)) *fleetv1
 	return p
 }
 
-// upserts are the recorded UpsertPipeline requests for one Fleet name.
-func upserts(name string) []*pipelinev1.UpsertPipelineRequest {
-	var out []*pipelinev1.UpsertPipelineRequest
-	for _, c := range srv.CallsTo("UpsertPipeline") {
-		if r := c.Request.(*pipelinev1.UpsertPipelineRequest); r.GetPipeline().GetName() == name {
-			out = append(out, r)
+// pipelineWrite is one recorded write of a pipeline (CreatePipeline, UpdatePipeline or UpsertPipeline).
+type pipelineWrite struct {
+	Method   string
+	At       time.Time
+	Pipeline *pipelinev1.Pipeline
+}
+
+// allWrites are the recorded pipeline writes, oldest first.
+func allWrites() []pipelineWrite {
+	var out []pipelineWrite
+	for _, c := range srv.Calls() {
+		var p *pipelinev1.Pipeline
+		switch r := c.Request.(type) {
+		case *pipelinev1.CreatePipelineRequest:
+			p = r.GetPipeline()
+		case *pipelinev1.UpdatePipelineRequest:
+			p = r.GetPipeline()
+		case *pipelinev1.UpsertPipelineRequest:
+			p = r.GetPipeline()
+		default:
+			continue
+		}
+		out = append(out, pipelineWrite{Method: c.Method, At: c.At, Pipeline: p})
+	}
+	return out
+}
+
+// upserts are the recorded writes for one Fleet name.
+func upserts(name string) []pipelineWrite {
+	var out []pipelineWrite
+	for _, w := range allWrites() {
+		if w.Pipeline.GetName() == name {
+			out = append(out, w)
 		}
 	}
 	return out
@@ -62,6 +90,7 @@ func TestPipelineLifecycleMakesExactlyTheExpectedCalls(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	name := ns + "-logs"
+	before := takeSnapshot(g)
 	p := newPipeline(ns, "logs", func(p *fleetv1alpha1.Pipeline) {
 		p.Spec.Name = name
 		p.Spec.Matchers = []string{`env="prod"`, `team=~"a|b"`}
@@ -84,8 +113,15 @@ func TestPipelineLifecycleMakesExactlyTheExpectedCalls(t *testing.T) {
 	want := &pipelinev1.Pipeline{Name: name, Contents: p.Spec.Contents, Matchers: p.Spec.Matchers, Enabled: proto.Bool(true),
 		ConfigType: pipelinev1.ConfigType_CONFIG_TYPE_ALLOY,
 		Source:     &pipelinev1.PipelineSource{Type: pipelinev1.PipelineSource_SOURCE_TYPE_GIT, Namespace: "github.com/acme/pipelines"}}
-	g.Expect(proto.Equal(calls[0].GetPipeline(), want)).To(BeTrue(), "every field is sent: %v", calls[0].GetPipeline())
-	g.Expect(calls[0].GetValidateOnly()).To(BeFalse())
+	g.Expect(calls[0].Method).To(Equal("CreatePipeline"), "a new Pipeline's first write is a create")
+	marker, ok := pipelines.MarkerOf(calls[0].Pipeline)
+	g.Expect(ok).To(BeTrue(), "the ownership marker is written: %v", calls[0].Pipeline.GetMetadata())
+	g.Expect(marker).To(HaveField("Namespace", ns))
+	g.Expect(marker).To(HaveField("Name", "logs"))
+	g.Expect(marker).To(HaveField("UID", string(first.UID)))
+	g.Expect(marker.Cluster).NotTo(BeEmpty())
+	want.Metadata = calls[0].Pipeline.GetMetadata()
+	g.Expect(proto.Equal(calls[0].Pipeline, want)).To(BeTrue(), "every field is sent: %v", calls[0].Pipeline)
 	g.Expect(eventReasons(g, ns, "logs")).To(ContainElement("Created"))
 
 	// Status writes and finalizer updates do not cause more calls.
@@ -102,9 +138,11 @@ func TestPipelineLifecycleMakesExactlyTheExpectedCalls(t *testing.T) {
 	}).Should(Succeed())
 	calls = upserts(name)
 	g.Expect(calls).To(HaveLen(2))
-	g.Expect(calls[1].GetPipeline().GetEnabled()).To(BeFalse())
-	g.Expect(calls[1].GetPipeline().Enabled).NotTo(BeNil(), "enabled=false is sent explicitly")
-	g.Expect(calls[1].GetPipeline().GetMatchers()).To(BeEmpty())
+	g.Expect(calls[1].Method).To(Equal("UpdatePipeline"))
+	g.Expect(calls[1].Pipeline.GetId()).To(Equal(first.Status.ID), "updated by the recorded ID")
+	g.Expect(calls[1].Pipeline.GetEnabled()).To(BeFalse())
+	g.Expect(calls[1].Pipeline.Enabled).NotTo(BeNil(), "enabled=false is sent explicitly")
+	g.Expect(calls[1].Pipeline.GetMatchers()).To(BeEmpty())
 	g.Expect(srv.PipelineByName(name).GetEnabled()).To(BeFalse())
 	g.Eventually(func(g Gomega) { g.Expect(eventReasons(g, ns, "logs")).To(ContainElement("Updated")) }).Should(Succeed())
 
@@ -117,11 +155,12 @@ func TestPipelineLifecycleMakesExactlyTheExpectedCalls(t *testing.T) {
 	g.Expect(srv.PipelineByName(name)).To(BeNil())
 	g.Expect(upserts(name)).To(HaveLen(2), "no upsert after delete")
 
-	g.Expect(metricValue(g, "fleet_api_requests_total", map[string]string{"operation": "UpsertPipeline"})).To(BeNumerically(">=", 2))
-	g.Expect(metricValue(g, "fleet_api_request_duration_seconds", map[string]string{"operation": "DeletePipeline", "status": "200"})).To(BeNumerically(">=", 1))
-	g.Expect(metricValue(g, "fleet_api_rate_limiter_wait_duration_seconds", nil)).To(BeNumerically(">=", 3))
-	g.Expect(metricValue(g, "fleet_resource_synced_total", map[string]string{"kind": "Pipeline", "reason": "Synced"})).To(BeNumerically(">=", 2))
-	g.Expect(metricValue(g, "fleet_resource_synced_total", map[string]string{"kind": "Pipeline", "reason": "Deleted"})).To(BeNumerically(">=", 1))
+	g.Expect(before.delta(g, "fleet_api_requests_total", map[string]string{"operation": "CreatePipeline"})).To(BeNumerically(">=", 1))
+	g.Expect(before.delta(g, "fleet_api_requests_total", map[string]string{"operation": "UpdatePipeline"})).To(BeNumerically(">=", 1))
+	g.Expect(before.delta(g, "fleet_api_request_duration_seconds", map[string]string{"operation": "DeletePipeline", "status": "200"})).To(BeNumerically(">=", 1))
+	g.Expect(before.delta(g, "fleet_api_rate_limiter_wait_duration_seconds", nil)).To(BeNumerically(">=", 3))
+	g.Expect(before.delta(g, "fleet_resource_synced_total", map[string]string{"kind": "Pipeline", "reason": "Synced"})).To(BeNumerically(">=", 2))
+	g.Expect(before.delta(g, "fleet_resource_synced_total", map[string]string{"kind": "Pipeline", "reason": "Deleted"})).To(BeNumerically(">=", 1))
 	g.Expect(metricValue(g, "fleet_resource_sync_age_seconds", map[string]string{"kind": "Pipeline"})).To(BeNumerically(">", 0))
 }
 
@@ -134,6 +173,7 @@ func TestPipelineUpsert404RecreatesIt(t *testing.T) {
 	var first *fleetv1alpha1.Pipeline
 	g.Eventually(func(g Gomega) { first = synced(g, client.ObjectKeyFromObject(p)) }).Should(Succeed())
 
+	before := takeSnapshot(g)
 	srv.VanishPipeline("vanishing")
 	first.Spec.Contents = `logging { level = "debug" }`
 	g.Expect(env.Client.Update(ctx, first)).To(Succeed())
@@ -143,14 +183,14 @@ func TestPipelineUpsert404RecreatesIt(t *testing.T) {
 		g.Expect(eventReasons(g, ns, "vanishing")).To(ContainElement("Recreated"))
 	}).Should(Succeed())
 	g.Expect(upserts("vanishing")).To(HaveLen(3), "create, the 404, and the recreate")
-	g.Expect(metricValue(g, "fleet_api_errors_total", map[string]string{"operation": "UpsertPipeline", "status": "404"})).To(BeNumerically(">=", 1))
+	g.Expect(before.delta(g, "fleet_api_errors_total", map[string]string{"operation": "UpdatePipeline", "status": "404"})).To(Equal(1.0))
 }
 
 func TestPipeline400IsAValidationErrorWithoutRetry(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	srv.InjectFault(fleetserver.Fault{Method: "UpsertPipeline", Code: connect.CodeInvalidArgument, Times: 1})
+	srv.InjectFault(fleetserver.Fault{Method: "CreatePipeline", Code: connect.CodeInvalidArgument, Times: 1})
 	p := newPipeline(ns, "rejected", nil)
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
 	g.Eventually(func(g Gomega) {
@@ -362,11 +402,12 @@ func TestPipeline5xxIsRetriedWithBackoff(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	srv.InjectFault(fleetserver.Fault{Method: "UpsertPipeline", Code: connect.CodeUnavailable, Times: 2})
+	before := takeSnapshot(g)
+	srv.InjectFault(fleetserver.Fault{Method: "CreatePipeline", Code: connect.CodeUnavailable, Times: 2})
 	p := newPipeline(ns, "flaky", func(p *fleetv1alpha1.Pipeline) { p.Spec.Name = ns + "-flaky" })
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
 	g.Eventually(func(g Gomega) { synced(g, client.ObjectKeyFromObject(p)) }).Should(Succeed())
 	g.Expect(upserts(ns+"-flaky")).To(HaveLen(3), "two 503s, then the success")
 	g.Expect(eventReasons(g, ns, "flaky")).To(ContainElements(fleetv1alpha1.ReasonSyncFailed, "Created"))
-	g.Expect(metricValue(g, "fleet_api_errors_total", map[string]string{"operation": "UpsertPipeline", "status": "503"})).To(BeNumerically(">=", 2))
+	g.Expect(before.delta(g, "fleet_api_errors_total", map[string]string{"operation": "CreatePipeline", "status": "503"})).To(Equal(2.0))
 }

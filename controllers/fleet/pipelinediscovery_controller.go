@@ -8,7 +8,6 @@ import (
 	pipelinev1 "github.com/grafana/fleet-management-api/api/gen/proto/go/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -92,7 +91,8 @@ func (r *PipelineDiscoveryReconciler) poll(ctx context.Context, d *fleetv1alpha1
 	target := targetNamespace(d, d.Spec.TargetNamespace)
 	owned := &fleetv1alpha1.PipelineList{}
 	if err := r.List(ctx, owned, client.InNamespace(target), client.MatchingFields{pipelineDiscoveredByField: self}); err != nil {
-		return ctrl.Result{}, err
+		// Ready must not stay True from the previous poll.
+		return r.pollFailed(d, st, "PipelineDiscovery", r.Fleet, err), err
 	}
 	crs := map[string]*fleetv1alpha1.Pipeline{}
 	var existing []discovery.Existing
@@ -119,55 +119,59 @@ func (r *PipelineDiscoveryReconciler) poll(ctx context.Context, d *fleetv1alpha1
 	}
 
 	created, managed := 0, len(existing)
+	var failures []string
 	for _, rem := range plan.Create {
 		p := r.newPipeline(d, target, rem.CRName, byID[rem.ID])
-		switch err := r.Create(ctx, p); {
-		case err == nil:
+		live := &fleetv1alpha1.Pipeline{}
+		switch exists, err := createDiscovered(ctx, r.Client, r.APIReader, p, live); {
+		case err == nil && !exists:
 			created++
 			managed++
-		case apierrors.IsAlreadyExists(err):
-			// The cache had not seen it yet: decide from the API server's copy.
-			live := &fleetv1alpha1.Pipeline{}
-			if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: target, Name: rem.CRName}, live); err != nil {
-				return ctrl.Result{}, err
+			// A read-only CR is mirrored by its discovery; the Pipeline controller never looks it up.
+			if p.Annotations[fleetv1alpha1.AnnotationImportMode] == fleetv1alpha1.ImportModeReadOnly {
+				if err := r.mirror(ctx, p, byID[rem.ID]); err != nil {
+					failures = append(failures, failure("Pipeline", p, err))
+				}
 			}
+		case err == nil:
+			// The cache had not seen it yet: decided from the API server's copy.
 			if c := discovery.Classify(self, rem, existingPipeline(live)); c != nil {
 				plan.Conflicts = append(plan.Conflicts, *c)
 			} else {
 				managed++
 			}
+		case exists:
+			failures = append(failures, failure("Pipeline", p, err))
 		default:
 			plan.Conflicts = append(plan.Conflicts, discovery.Conflict{ID: rem.ID, CRName: rem.CRName,
 				Reason: fleetv1alpha1.ConflictCreateFailed, Message: err.Error()})
 		}
 	}
 	for _, pair := range plan.Refresh {
+		// One CR that cannot take the Fleet pipeline's new state (a Fleet-side edit the CRD or the webhook
+		// refuses) must not stop the others from being refreshed, nor the retiring and counting below.
 		if err := r.refresh(ctx, d, crs[pair.CR.Name], byID[pair.Remote.ID]); err != nil {
-			return ctrl.Result{}, err
+			failures = append(failures, failure("Pipeline", crs[pair.CR.Name], err))
 		}
 	}
-	pruned, stale, err := r.retire(ctx, d, retiring, crs)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
+	pruned, stale, retireFailures := r.retire(ctx, d, retiring, crs)
+	failures = append(failures, retireFailures...)
 	managed -= pruned
 	previous := map[string]bool{}
 	for _, c := range d.Status.Conflicts {
 		previous[c.PipelineID] = true
 	}
-	discovery.SortConflicts(plan.Conflicts)
-	conflicts, truncated := discovery.CapConflicts(plan.Conflicts, fleetv1alpha1.MaxDiscoveryConflicts)
-	r.conflictEvents(d, previous, conflicts)
+	d.Status.PipelinesObserved, d.Status.PipelinesManaged, d.Status.StalePipelines = int32(len(remotes)), int32(managed), int32(stale)
+	summary := fmt.Sprintf("%d Fleet pipeline(s) selected, %d Pipeline(s) in %s (%d stale), %d conflict(s)",
+		len(remotes), managed, target, stale, len(plan.Conflicts))
+	conflicts, err := r.report(d, st, pollReport{kind: "PipelineDiscovery", now: now, previous: previous, conflicts: plan.Conflicts,
+		failures: failures, created: created, pruned: pruned, summary: summary})
 	d.Status.Conflicts = nil
 	for _, c := range conflicts {
 		d.Status.Conflicts = append(d.Status.Conflicts, fleetv1alpha1.PipelineDiscoveryConflict{
 			PipelineID: c.ID, CRName: c.CRName, Reason: c.Reason, Message: c.Message})
 	}
-	d.Status.PipelinesObserved, d.Status.PipelinesManaged, d.Status.StalePipelines = int32(len(remotes)), int32(managed), int32(stale)
-	summary := fmt.Sprintf("%d Fleet pipeline(s) selected, %d Pipeline(s) in %s (%d stale), %d conflict(s)",
-		len(remotes), managed, target, stale, len(plan.Conflicts))
-	r.pollSucceeded(d, st, "PipelineDiscovery", now, truncated, created, pruned, summary)
-	return ctrl.Result{RequeueAfter: interval}, nil
+	return ctrl.Result{RequeueAfter: interval}, err
 }
 
 func existingPipeline(p *fleetv1alpha1.Pipeline) discovery.Existing {
@@ -206,7 +210,7 @@ func (r *PipelineDiscoveryReconciler) newPipeline(d *fleetv1alpha1.PipelineDisco
 }
 
 // refresh clears a stale mark and keeps the import mode in line with the discovery. A read-only CR mirrors the
-// Fleet pipeline; an adopted CR is the source of truth and its spec is left alone.
+// Fleet pipeline, spec and status; an adopted CR is the source of truth and its spec is left alone.
 func (r *PipelineDiscoveryReconciler) refresh(ctx context.Context, d *fleetv1alpha1.PipelineDiscovery, p *fleetv1alpha1.Pipeline, fp *pipelinev1.Pipeline) error {
 	if !p.DeletionTimestamp.IsZero() {
 		return nil
@@ -222,31 +226,46 @@ func (r *PipelineDiscoveryReconciler) refresh(ctx context.Context, d *fleetv1alp
 			changed = true
 		}
 	}
-	if !changed {
-		return nil
+	if changed {
+		if err := r.Update(ctx, p); err != nil {
+			return client.IgnoreNotFound(err)
+		}
 	}
-	return client.IgnoreNotFound(r.Update(ctx, p))
+	if mode == fleetv1alpha1.ImportModeReadOnly {
+		return r.mirror(ctx, p, fp)
+	}
+	return nil
+}
+
+// mirror writes what Fleet holds for a read-only CR's pipeline (ID, contents hash, enabled, times) into its
+// status, only when it changed.
+func (r *PipelineDiscoveryReconciler) mirror(ctx context.Context, p *fleetv1alpha1.Pipeline, fp *pipelinev1.Pipeline) error {
+	before := p.DeepCopy()
+	pipelines.ApplyStatus(&p.Status, fp)
+	return client.IgnoreNotFound(kube.PatchStatusIfChanged(ctx, r.Client, before, p))
 }
 
 // retire deletes the CRs whose pipeline is gone from Fleet (under Delete) and marks the others stale. It returns
-// how many were deleted and how many are stale.
+// how many were deleted, how many are stale, and the CRs it could not write.
 func (r *PipelineDiscoveryReconciler) retire(ctx context.Context, d *fleetv1alpha1.PipelineDiscovery, retiring discovery.Retirement,
-	crs map[string]*fleetv1alpha1.Pipeline) (int, int, error) {
+	crs map[string]*fleetv1alpha1.Pipeline) (pruned, stale int, failures []string) {
 	for _, e := range retiring.Delete {
 		if err := r.Delete(ctx, crs[e.Name]); client.IgnoreNotFound(err) != nil {
-			return 0, 0, err
+			failures = append(failures, failure("Pipeline", crs[e.Name], err))
+			continue
 		}
+		pruned++
 	}
 	for _, e := range retiring.Stale {
 		p := crs[e.Name]
 		if setAnnotation(p, fleetv1alpha1.AnnotationPipelineDiscoveryStale, "true") {
 			r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, "Stale", "Poll", "Pipeline %s/%s: Fleet pipeline %s is no longer selected", p.Namespace, p.Name, e.ID)
 			if err := r.Update(ctx, p); client.IgnoreNotFound(err) != nil {
-				return 0, 0, err
+				failures = append(failures, failure("Pipeline", p, err))
 			}
 		}
 	}
-	return len(retiring.Delete), len(retiring.Stale), nil
+	return pruned, len(retiring.Stale), failures
 }
 
 // SetupWithManager registers the controller: spec changes wake it, the poll interval requeues it, its own status

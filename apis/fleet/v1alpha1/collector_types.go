@@ -7,6 +7,16 @@ import (
 // CollectorFinalizer lets the controller remove the remote attributes it owns before the CR goes away.
 const CollectorFinalizer = "collector.fleetmanagement.grafana.com/finalizer"
 
+// A collector ID is claimed by one Collector cluster-wide (the oldest); any other Collector naming it is Conflicted
+// and makes no Fleet call.
+const (
+	ConditionConflicted = "Conflicted"
+	// ReasonIDClaimed: another Collector holds the collector ID.
+	ReasonIDClaimed = "CollectorIDClaimed"
+	// ReasonIDHeld: this Collector holds its collector ID.
+	ReasonIDHeld = "CollectorIDHeld"
+)
+
 // MaxRemoteAttributes is how many remote attributes one Collector may set; MaxAttributeValueLength caps a value.
 const (
 	MaxRemoteAttributes     = 100

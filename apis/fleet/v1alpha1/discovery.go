@@ -22,6 +22,8 @@ const (
 	// ReasonEmptyResult (Stalled, Ready False): Fleet listed no objects at all while the discovery manages CRs;
 	// nothing is created, deleted or marked until a poll lists something again.
 	ReasonEmptyResult = "EmptyResult"
+	// ReasonCRWriteFailed: the poll listed Fleet but could not create, update or retire some CRs.
+	ReasonCRWriteFailed = "CRWriteFailed"
 
 	// AnnotationDiscoveredBy names the CollectorDiscovery (ns/name) that created a Collector CR.
 	AnnotationDiscoveredBy = "fleetmanagement.grafana.com/discovered-by"

@@ -74,7 +74,9 @@ const (
 	ReasonRateLimited     = "RateLimited"
 	ReasonPaused          = "Paused"
 	ReasonNameCollision   = "NameCollision"
-	ReasonNotRegistered   = "NotRegistered"
+	// ReasonNameTaken: a Fleet pipeline of this name exists that the CR neither created nor was told to adopt.
+	ReasonNameTaken     = "NameTaken"
+	ReasonNotRegistered = "NotRegistered"
 )
 
 // PipelineSource says where a pipeline was last updated from.
@@ -158,10 +160,18 @@ type PipelineStatus struct {
 	// Source is the source type Fleet Management reports for the pipeline.
 	// +optional
 	Source string `json:"source,omitempty"`
-	// RevisionID is the Fleet revision of the last sync when Fleet reports one (UpsertPipeline in API v1.2.0
-	// does not).
+	// ContentsHash is the hex sha256 of the contents Fleet Management holds for the pipeline.
 	// +optional
-	RevisionID string `json:"revisionId,omitempty"`
+	ContentsHash string `json:"contentsHash,omitempty"`
+	// Enabled is the enabled flag Fleet Management holds for the pipeline.
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+	// OrphanedPipelineIDs are pipelines this CR created under an earlier name whose delete failed after a rename;
+	// the controller retries deleting them and drops each once it is gone.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	OrphanedPipelineIDs []string `json:"orphanedPipelineIDs,omitempty"`
 	// SyncedName is the name the pipeline has in Fleet Management (spec.name, or metadata.name, with the
 	// namespace prefix under the namespace name scope).
 	// +optional

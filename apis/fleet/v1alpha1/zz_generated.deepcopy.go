@@ -831,6 +831,16 @@ func (in *PipelineStatus) DeepCopyInto(out *PipelineStatus) {
 		in, out := &in.UpdatedAt, &out.UpdatedAt
 		*out = (*in).DeepCopy()
 	}
+	if in.Enabled != nil {
+		in, out := &in.Enabled, &out.Enabled
+		*out = new(bool)
+		**out = **in
+	}
+	if in.OrphanedPipelineIDs != nil {
+		in, out := &in.OrphanedPipelineIDs, &out.OrphanedPipelineIDs
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))

@@ -166,6 +166,32 @@ func (c *Client) UpsertPipeline(ctx context.Context, p *pipelinev1.Pipeline, val
 	})
 }
 
+// CreatePipeline creates the pipeline named p.Name; Fleet answers already_exists (409) when the name is taken, which
+// is how a write tells its own pipeline from one made elsewhere without a race.
+func (c *Client) CreatePipeline(ctx context.Context, p *pipelinev1.Pipeline) (*pipelinev1.Pipeline, error) {
+	return call(ctx, c, "CreatePipeline", func(ctx context.Context) (*connect.Response[pipelinev1.Pipeline], error) {
+		return c.pipelines.CreatePipeline(ctx, connect.NewRequest(&pipelinev1.CreatePipelineRequest{Pipeline: p}))
+	})
+}
+
+// UpdatePipeline replaces the existing pipeline p.Id (every field is written); not_found when it is gone.
+func (c *Client) UpdatePipeline(ctx context.Context, p *pipelinev1.Pipeline) (*pipelinev1.Pipeline, error) {
+	return call(ctx, c, "UpdatePipeline", func(ctx context.Context) (*connect.Response[pipelinev1.Pipeline], error) {
+		return c.pipelines.UpdatePipeline(ctx, connect.NewRequest(&pipelinev1.UpdatePipelineRequest{Pipeline: p}))
+	})
+}
+
+// GetPipelineID returns the server ID of the pipeline named name.
+func (c *Client) GetPipelineID(ctx context.Context, name string) (string, error) {
+	res, err := call(ctx, c, "GetPipelineID", func(ctx context.Context) (*connect.Response[pipelinev1.GetPipelineIDResponse], error) {
+		return c.pipelines.GetPipelineID(ctx, connect.NewRequest(&pipelinev1.GetPipelineIDRequest{Name: name}))
+	})
+	if err != nil {
+		return "", err
+	}
+	return res.GetId(), nil
+}
+
 // GetPipeline returns the pipeline with the server ID id.
 func (c *Client) GetPipeline(ctx context.Context, id string) (*pipelinev1.Pipeline, error) {
 	return call(ctx, c, "GetPipeline", func(ctx context.Context) (*connect.Response[pipelinev1.Pipeline], error) {

@@ -1,6 +1,8 @@
 package client
 
 import (
+	"time"
+
 	"context"
 	"errors"
 	"testing"
@@ -104,4 +106,25 @@ func TestCancelledContextNeverReachesTheServer(t *testing.T) {
 	cancel()
 	_, err = c.GetPipeline(ctx, "1")
 	g.Expect(err).To(MatchError(ContainSubstring("rate limiter")))
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"": 0, "0": 0, "-3": 0, "2": 2 * time.Second, " 7 ": 7 * time.Second, "abc": 0,
+		"Wed, 21 Oct 2015 07:28:00 GMT": 0, "999999999": 10 * time.Minute,
+		"9227000000": 10 * time.Minute, // overflowed time.Duration before the comparison moved to seconds
+	} {
+		NewWithT(t).Expect(ParseRetryAfter(in)).To(Equal(want), "%q", in)
+	}
+}
+
+func FuzzParseRetryAfter(f *testing.F) {
+	for _, s := range []string{"", "1", "-1", "600", "99999999999999999999", "1.5"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if d := ParseRetryAfter(s); d < 0 || d > 10*time.Minute {
+			t.Fatalf("%q -> %s", s, d)
+		}
+	})
 }

@@ -3,6 +3,9 @@ package client
 import (
 	"errors"
 	"net/http"
+	"strconv"
+	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 )
@@ -63,4 +66,33 @@ func IsInvalid(err error) bool { return err != nil && HTTPStatus(err) == http.St
 // IsUnauthenticated reports a 401.
 func IsUnauthenticated(err error) bool {
 	return err != nil && HTTPStatus(err) == http.StatusUnauthorized
+}
+
+// IsAlreadyExists reports a 409: a create found the name taken.
+func IsAlreadyExists(err error) bool { return err != nil && HTTPStatus(err) == http.StatusConflict }
+
+// RetryAfter is the delay a 429 asked for with a Retry-After header in whole seconds (0 when there is none or it
+// cannot be read; an HTTP date is not used by Fleet Management). It is capped at maxRetryAfter so a bad header
+// cannot park a reconcile for days.
+func RetryAfter(err error) time.Duration {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return 0
+	}
+	return ParseRetryAfter(ce.Meta().Get("Retry-After"))
+}
+
+const maxRetryAfter = 10 * time.Minute
+
+// ParseRetryAfter reads a Retry-After value in whole seconds; anything else is 0.
+func ParseRetryAfter(v string) time.Duration {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n <= 0 {
+		return 0
+	}
+	// Compared in seconds: a huge value multiplied into a Duration would overflow to a negative one.
+	if n >= int(maxRetryAfter/time.Second) {
+		return maxRetryAfter
+	}
+	return time.Duration(n) * time.Second
 }

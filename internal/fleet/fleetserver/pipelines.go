@@ -116,6 +116,8 @@ func (h *pipelineService) CreatePipeline(_ context.Context, req *connect.Request
 	return connect.NewResponse(s.write(p, nil, req.Msg.GetValidateOnly())), nil
 }
 
+// UpdatePipeline replaces an existing pipeline, found by pipeline.id when it is set (a rename into a name another
+// pipeline holds is already_exists) and by name otherwise.
 func (h *pipelineService) UpdatePipeline(_ context.Context, req *connect.Request[pipelinev1.UpdatePipelineRequest]) (*connect.Response[pipelinev1.Pipeline], error) {
 	p := req.Msg.GetPipeline()
 	if err := validatePipeline(p); err != nil {
@@ -125,6 +127,16 @@ func (h *pipelineService) UpdatePipeline(_ context.Context, req *connect.Request
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	existing := s.byName(p.GetName())
+	if p.Id != nil {
+		byID, ok := s.pipelines[p.GetId()]
+		if !ok {
+			return nil, notFound("pipeline %q not found", p.GetId())
+		}
+		if existing != nil && existing.GetId() != p.GetId() {
+			return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("pipeline %q already exists", p.GetName()))
+		}
+		existing = byID
+	}
 	if existing == nil {
 		return nil, notFound("pipeline %q not found", p.GetName())
 	}

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -51,6 +52,8 @@ type Fault struct {
 	Code connect.Code
 	// Times is how many requests fail; 0 means until ClearFaults.
 	Times int
+	// RetryAfter, when set, is sent as the Retry-After header (whole seconds) with the error, as Fleet does on 429.
+	RetryAfter time.Duration
 }
 
 // Server is the local Fleet Management API.
@@ -146,7 +149,11 @@ func (s *Server) interceptor() connect.UnaryInterceptorFunc {
 			case !s.authorized(req.Header().Get("Authorization")):
 				err = connect.NewError(connect.CodeUnauthenticated, errString("invalid credentials"))
 			case fault != nil:
-				err = connect.NewError(fault.Code, errString("injected fault"))
+				ce := connect.NewError(fault.Code, errString("injected fault"))
+				if fault.RetryAfter > 0 {
+					ce.Meta().Set("Retry-After", strconv.Itoa(int(fault.RetryAfter.Seconds())))
+				}
+				err = ce
 			default:
 				res, err = next(ctx, req)
 			}
@@ -175,7 +182,9 @@ func (s *Server) authorized(header string) bool {
 	if err != nil {
 		return false
 	}
+	s.mu.Lock()
 	want := s.Username + ":" + s.Password
+	s.mu.Unlock()
 	return subtle.ConstantTimeCompare(dec, []byte(want)) == 1
 }
 
@@ -194,6 +203,13 @@ func (s *Server) takeFault(method string) *Fault {
 		return f
 	}
 	return nil
+}
+
+// SetCredentials changes the Basic credentials the server accepts (a rotated token).
+func (s *Server) SetCredentials(username, password string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Username, s.Password = username, password
 }
 
 // InjectFault adds a fault; faults are checked in the order added.

@@ -262,3 +262,45 @@ func TestEveryCallIsASpan(t *testing.T) {
 	g.Expect(attrs).To(HaveKeyWithValue("rpc.method", "GetPipeline"))
 	g.Expect(attrs).To(HaveKey("fleet.limiter_wait_seconds"))
 }
+
+func TestCreateUpdateByIDAndRetryAfter(t *testing.T) {
+	for _, json := range []bool{false, true} {
+		t.Run(map[bool]string{false: "proto", true: "json"}[json], func(t *testing.T) {
+			g := NewWithT(t)
+			ctx := context.Background()
+			s := fleetserver.New("stack-1", "token")
+			s.Start()
+			defer s.Close()
+			c := newClient(t, s, json)
+			outside := s.PutPipeline(&pipelinev1.Pipeline{Name: "ui", Contents: "x"})
+
+			_, err := c.CreatePipeline(ctx, &pipelinev1.Pipeline{Name: "ui", Contents: "y"})
+			g.Expect(fleetclient.IsAlreadyExists(err)).To(BeTrue(), "a taken name: %v", err)
+			id, err := c.GetPipelineID(ctx, "ui")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(id).To(Equal(outside.GetId()))
+
+			mine, err := c.CreatePipeline(ctx, &pipelinev1.Pipeline{Name: "mine", Contents: "a"})
+			g.Expect(err).NotTo(HaveOccurred())
+			// Update by ID; a rename into a taken name is refused; a missing ID is 404.
+			upd, err := c.UpdatePipeline(ctx, &pipelinev1.Pipeline{Id: mine.Id, Name: "mine", Contents: "b"})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(upd.GetId()).To(Equal(mine.GetId()))
+			g.Expect(upd.GetContents()).To(Equal("b"))
+			_, err = c.UpdatePipeline(ctx, &pipelinev1.Pipeline{Id: mine.Id, Name: "ui", Contents: "b"})
+			g.Expect(fleetclient.IsAlreadyExists(err)).To(BeTrue())
+			_, err = c.UpdatePipeline(ctx, &pipelinev1.Pipeline{Id: proto.String("9999"), Name: "mine", Contents: "b"})
+			g.Expect(fleetclient.IsNotFound(err)).To(BeTrue())
+			g.Expect(s.PipelineByName("ui").GetContents()).To(Equal("x"), "the outside pipeline is untouched")
+
+			s.InjectFault(fleetserver.Fault{Method: "GetPipeline", Code: connect.CodeResourceExhausted, Times: 1, RetryAfter: 3 * time.Second})
+			_, err = c.GetPipeline(ctx, id)
+			g.Expect(fleetclient.IsRateLimited(err)).To(BeTrue())
+			g.Expect(fleetclient.RetryAfter(err)).To(Equal(3 * time.Second))
+
+			s.SetCredentials("stack-1", "rotated")
+			_, err = c.GetPipeline(ctx, id)
+			g.Expect(fleetclient.IsUnauthenticated(err)).To(BeTrue())
+		})
+	}
+}

@@ -114,13 +114,17 @@ func SourceName(s *pipelinev1.PipelineSource) string {
 	}
 }
 
-// ApplyStatus copies what Fleet returned into the status.
+// ApplyStatus copies what Fleet holds for the pipeline into the status: ID, name, source, times, contents hash
+// and enabled flag.
 func ApplyStatus(st *fleetv1alpha1.PipelineStatus, res *pipelinev1.Pipeline) {
 	st.ID = res.GetId()
 	st.SyncedName = res.GetName()
 	st.Source = SourceName(res.GetSource())
 	st.CreatedAt = toTime(res.GetCreatedAt())
 	st.UpdatedAt = toTime(res.GetUpdatedAt())
+	st.ContentsHash = ContentsHash(res.GetContents())
+	enabled := res.Enabled == nil || res.GetEnabled()
+	st.Enabled = &enabled
 }
 
 func toTime(ts *timestamppb.Timestamp) *metav1.Time {
@@ -129,4 +133,10 @@ func toTime(ts *timestamppb.Timestamp) *metav1.Time {
 	}
 	t := metav1.NewTime(ts.AsTime())
 	return &t
+}
+
+// Adopts reports whether the Pipeline may take over a Fleet pipeline of its name that it did not create
+// (import-mode adopt); deleting such a CR then deletes that pipeline.
+func Adopts(p *fleetv1alpha1.Pipeline) bool {
+	return p.Annotations[fleetv1alpha1.AnnotationImportMode] == fleetv1alpha1.ImportModeAdopt
 }

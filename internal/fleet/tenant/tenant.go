@@ -124,21 +124,23 @@ func CheckSelector(path *field.Path, policies []*fleetv1alpha1.TenantPolicy, mat
 // remote attributes and collector.id) must satisfy one of the required matchers, so the collector stays inside
 // the tenant's slice of the fleet.
 func CheckCollector(path *field.Path, policies []*fleetv1alpha1.TenantPolicy, id string, attrs map[string]string) field.ErrorList {
-	if len(policies) == 0 {
+	if len(policies) == 0 || matchesRequired(policies, id, attrs) {
 		return nil
-	}
-	all := maps.Clone(attrs)
-	if all == nil {
-		all = map[string]string{}
-	}
-	all["collector.id"] = id
-	for _, m := range Required(policies) {
-		if pm, err := fleetv1alpha1.ParseMatcher(m); err == nil && pm.Matches(all) {
-			return nil
-		}
 	}
 	return field.ErrorList{field.Forbidden(path.Child("remoteAttributes"), fmt.Sprintf(
 		"must make the collector match one of the matchers your TenantPolicies (%s) require: %s", names(policies), strings.Join(Required(policies), ", ")))}
+}
+
+// CheckCollectorCurrent checks the collector as Fleet knows it now (its local and remote attributes, and
+// collector.id): a tenanted user may only write a Collector for a collector already inside the tenant's slice,
+// or setting matching attributes would pull another tenant's collector into scope.
+func CheckCollectorCurrent(path *field.Path, policies []*fleetv1alpha1.TenantPolicy, id string, current map[string]string) field.ErrorList {
+	if len(policies) == 0 || matchesRequired(policies, id, current) {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(path.Child("id"), fmt.Sprintf(
+		"collector %q as registered in Fleet Management matches none of the matchers your TenantPolicies (%s) require (%s): "+
+			"a tenant may only manage collectors already inside its scope", id, names(policies), strings.Join(Required(policies), ", ")))}
 }
 
 func containsAny(matchers, required []string) bool {
@@ -157,4 +159,20 @@ func names(policies []*fleetv1alpha1.TenantPolicy) string {
 	}
 	sort.Strings(out)
 	return strings.Join(out, ", ")
+}
+
+// matchesRequired reports whether a collector with these attributes (plus collector.id) satisfies one of the
+// matchers the policies require.
+func matchesRequired(policies []*fleetv1alpha1.TenantPolicy, id string, attrs map[string]string) bool {
+	all := maps.Clone(attrs)
+	if all == nil {
+		all = map[string]string{}
+	}
+	all["collector.id"] = id
+	for _, m := range Required(policies) {
+		if pm, err := fleetv1alpha1.ParseMatcher(m); err == nil && pm.Matches(all) {
+			return true
+		}
+	}
+	return false
 }

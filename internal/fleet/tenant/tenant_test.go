@@ -141,3 +141,32 @@ func TestCheckCollector(t *testing.T) {
 	g.Expect(errs).To(HaveLen(1))
 	g.Expect(errs[0].Field).To(Equal("spec.remoteAttributes"))
 }
+
+func TestCheckCollectorCurrent(t *testing.T) {
+	a := policy("a", nil, []string{`team="a"`, `collector.id=~"a-.*"`}, nil)
+	bound := []*fleetv1alpha1.TenantPolicy{&a}
+	path := field.NewPath("spec")
+	for name, tc := range map[string]struct {
+		policies []*fleetv1alpha1.TenantPolicy
+		id       string
+		current  map[string]string
+		ok       bool
+	}{
+		"not tenanted":                   {nil, "x", map[string]string{"team": "b"}, true},
+		"already the tenant's":           {bound, "x", map[string]string{"team": "a"}, true},
+		"matched by ID":                  {bound, "a-7", nil, true},
+		"another tenant's collector":     {bound, "x", map[string]string{"team": "b"}, false},
+		"unlabelled collector of no one": {bound, "x", nil, false},
+		"local attribute counts":         {bound, "x", map[string]string{"team": "a", "os": "linux"}, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			errs := CheckCollectorCurrent(path, tc.policies, tc.id, tc.current)
+			if tc.ok {
+				NewWithT(t).Expect(errs).To(BeEmpty())
+				return
+			}
+			NewWithT(t).Expect(errs).To(HaveLen(1))
+			NewWithT(t).Expect(errs[0].Field).To(Equal("spec.id"))
+		})
+	}
+}
