@@ -25,8 +25,8 @@ import (
 
 	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/agentrax/quota"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/rollout"
 	"github.com/quartet-dev/quartet-operator/internal/kube"
-	"github.com/quartet-dev/quartet-operator/internal/rollout"
 )
 
 // CanaryConfig configures canary rollouts (the manager's --prometheus-* and --canary-* flags).
@@ -53,7 +53,7 @@ type CanaryConfig struct {
 // once (the status patch's own watch event usually comes first).
 const continueAfter = 200 * time.Millisecond
 
-// Canary condition reasons the controller adds to those of internal/rollout.
+// Canary condition reasons the controller adds to those of internal/agentrax/rollout.
 const (
 	reasonNoTrafficRoute = "NoTrafficRoute"
 	reasonRouteMissing   = "RouteNotFound"
@@ -79,7 +79,7 @@ func isCanary(ad *agentraxv1alpha1.AgentDeployment) bool {
 	return ad.Spec.Rollout != nil && ad.Spec.Rollout.Strategy == agentraxv1alpha1.StrategyCanary
 }
 
-// reconcileCanary drives internal/rollout: observe, decide, carry the actions out in order, and only when all
+// reconcileCanary drives internal/agentrax/rollout: observe, decide, carry the actions out in order, and only when all
 // succeeded take the decided status, so a failure or a crash replays the same decision.
 func (r *AgentDeploymentReconciler) reconcileCanary(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment, obs *observed) error {
 	cfg := &r.Canary
@@ -176,6 +176,10 @@ func (r *AgentDeploymentReconciler) rolloutSpec(ctx context.Context, ad *agentra
 		AnalysisInterval: r.Canary.AnalysisInterval}
 	if ro := ad.Spec.Rollout; ro != nil {
 		spec.Abort = ro.Abort
+		if ro.ProgressDeadline != nil {
+			// Zero (an object stored before the field) takes rollout.DefaultProgressDeadline.
+			spec.ProgressDeadline = ro.ProgressDeadline.Duration
+		}
 		for _, s := range ro.Steps {
 			switch {
 			case s.SetWeight != nil:
@@ -358,17 +362,7 @@ func (r *AgentDeploymentReconciler) ensureCanary(ctx context.Context, ad *agentr
 		}
 		dep.Spec.Replicas = ptr.To(replicas)
 		dep.Spec.Template.Labels = mergeLabels(dep.Spec.Template.Labels, labels)
-		pod := &dep.Spec.Template.Spec
-		c := agentContainer(pod)
-		if c == nil {
-			pod.Containers = append(pod.Containers, corev1.Container{Name: containerName})
-			c = &pod.Containers[len(pod.Containers)-1]
-		}
-		c.Image = image
-		c.Args = ad.Spec.Args
-		c.Env = normalizedEnv(ad.Spec.Env)
-		c.Resources = ad.Spec.Resources
-		c.Ports = []corev1.ContainerPort{{Name: portName, ContainerPort: ad.Spec.Port, Protocol: corev1.ProtocolTCP}}
+		writeAgentPod(&dep.Spec.Template.Spec, ad, image)
 		return controllerutil.SetControllerReference(ad, dep, r.Scheme())
 	}); err != nil {
 		return err
@@ -403,6 +397,9 @@ func rolloutStatus(ad *agentraxv1alpha1.AgentDeployment) rollout.Status {
 	if s.PromUnreachableSince != nil {
 		st.PromUnreachableSince = s.PromUnreachableSince.Time
 	}
+	if s.WaitingSince != nil {
+		st.WaitingSince = s.WaitingSince.Time
+	}
 	for _, t := range []string{rollout.ConditionRolloutHealthy, rollout.ConditionSampleInsufficient} {
 		if c := meta.FindStatusCondition(s.Conditions, t); c != nil {
 			st.Conditions = append(st.Conditions, *c)
@@ -427,6 +424,7 @@ func applyRolloutStatus(ad *agentraxv1alpha1.AgentDeployment, st rollout.Status)
 	s.AbortedVersion, s.AbortLatched = st.AbortedVersion, st.AbortLatched
 	s.PauseStartedAt = timeOrNil(st.PauseStartedAt)
 	s.PromUnreachableSince = timeOrNil(st.PromUnreachableSince)
+	s.WaitingSince = timeOrNil(st.WaitingSince)
 	for _, c := range st.Conditions {
 		setCondition(ad, c.Type, c.Status, c.Reason, c.Message)
 	}

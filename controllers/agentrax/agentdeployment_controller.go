@@ -2,6 +2,7 @@ package agentrax
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -65,6 +66,9 @@ type AgentDeploymentReconciler struct {
 	PodMonitors bool
 	// Canary configures canary rollouts (agentdeployment_canary.go).
 	Canary CanaryConfig
+
+	// pods reads the agents' pods from a cache scoped to them (agentdeployment_pods.go); nil skips ImagePullFailed.
+	pods client.Reader
 }
 
 // +kubebuilder:rbac:groups=agentrax.io,resources=agentdeployments,verbs=get;list;watch;update;patch
@@ -95,11 +99,17 @@ func (r *AgentDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 
 	ad := &agentraxv1alpha1.AgentDeployment{}
 	if err := r.Get(ctx, req.NamespacedName, ad); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetAgentMetrics(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if ad.DeletionTimestamp != nil {
+		forgetAgentMetrics(req.Namespace, req.Name)
 		return ctrl.Result{}, r.finalize(ctx, ad)
 	}
+	// On every exit path, failed phases included: the phase is what the rollout alerts read.
+	defer recordPhase(ad)
 	if !controllerutil.ContainsFinalizer(ad, agentraxv1alpha1.Finalizer) {
 		patch := client.MergeFrom(ad.DeepCopy())
 		controllerutil.AddFinalizer(ad, agentraxv1alpha1.Finalizer)
@@ -107,10 +117,13 @@ func (r *AgentDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 			return ctrl.Result{}, err
 		}
 	}
+	// The status is the rollout's persisted state, so it is written only over the version this pass read
+	// (a decision made on a stale cached copy gets a conflict and a retry, never a mixed state).
 	before := ad.DeepCopy()
 	obs := &observed{}
 	for _, phase := range []func(context.Context, *agentraxv1alpha1.AgentDeployment, *observed) error{
 		r.reconcileDeployment,
+		r.reconcileImagePull,
 		r.reconcileService,
 		r.reconcilePodMonitor,
 		r.reconcileHPA,
@@ -120,15 +133,17 @@ func (r *AgentDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		if err := phase(ctx, ad, obs); err != nil {
 			setCondition(ad, agentraxv1alpha1.ConditionReconciled, metav1.ConditionFalse, agentraxv1alpha1.ReasonReconcileFailed, err.Error())
 			setCondition(ad, agentraxv1alpha1.ConditionReady, metav1.ConditionFalse, agentraxv1alpha1.ReasonReconcileFailed, err.Error())
-			return ctrl.Result{}, kube.PatchStatusIfChanged(ctx, r.Client, before, ad)
+			// The phase's error is returned after the status is written, so a transient failure gets
+			// controller-runtime's rate-limited retry even when the status did not change.
+			return ctrl.Result{}, errors.Join(err, kube.PatchStatusIfChangedOptimistic(ctx, r.Client, before, ad))
 		}
 	}
 	r.summarize(ad, obs)
-	return ctrl.Result{RequeueAfter: obs.requeue}, kube.PatchStatusIfChanged(ctx, r.Client, before, ad)
+	return ctrl.Result{RequeueAfter: obs.requeue}, kube.PatchStatusIfChangedOptimistic(ctx, r.Client, before, ad)
 }
 
-// finalize deregisters the agent while its Service and Deployment still exist, then removes the finalizer so
-// garbage collection can delete the children.
+// finalize deregisters the agent while its Service still exists (the Service's own finalizer keeps it, whatever
+// the propagation policy), then releases the Service and removes the agent's finalizer.
 func (r *AgentDeploymentReconciler) finalize(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment) error {
 	if !controllerutil.ContainsFinalizer(ad, agentraxv1alpha1.Finalizer) {
 		return nil
@@ -136,6 +151,14 @@ func (r *AgentDeploymentReconciler) finalize(ctx context.Context, ad *agentraxv1
 	if err := r.Registrar.Deregister(ctx, ad); err != nil {
 		r.Recorder.Eventf(ad, nil, corev1.EventTypeWarning, "DeregisterFailed", "Finalize", "deregistering from the MCP registry: %v", err)
 		return fmt.Errorf("deregistering %s/%s from the MCP registry: %w", ad.Namespace, ad.Name, err)
+	}
+	svc := &corev1.Service{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: ad.Namespace, Name: ad.Name}, svc); err == nil {
+		if err := releaseDeregistrationHold(ctx, r.Client, svc); err != nil {
+			return fmt.Errorf("releasing Service %s/%s after deregistration: %w", ad.Namespace, ad.Name, err)
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return err
 	}
 	patch := client.MergeFrom(ad.DeepCopy())
 	controllerutil.RemoveFinalizer(ad, agentraxv1alpha1.Finalizer)
@@ -252,6 +275,9 @@ func (r *AgentDeploymentReconciler) SetupWithManager(ctx context.Context, mgr ct
 		b = b.Owns(&monitoringv1.PodMonitor{})
 	}
 	if err := r.setupCanary(ctx, mgr, b); err != nil {
+		return err
+	}
+	if err := r.setupPodCache(mgr, b); err != nil {
 		return err
 	}
 	return b.WithOptions(opts.Options()).Complete(telemetry.TracedReconciler(AgentDeploymentControllerName, r))

@@ -11,7 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
-	"github.com/quartet-dev/quartet-operator/internal/registry"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/registry"
 )
 
 // Reasons of the MCPHandshakeFailed condition.

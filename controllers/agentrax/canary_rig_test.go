@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,7 +19,8 @@ import (
 
 	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/manager"
-	"github.com/quartet-dev/quartet-operator/internal/promlab"
+	"github.com/quartet-dev/quartet-operator/internal/testenv"
+	"github.com/quartet-dev/quartet-operator/internal/testenv/promlab"
 )
 
 // The canary tests share one real Prometheus on a port chosen before the manager starts (--prometheus-url is a
@@ -48,7 +50,7 @@ func canaryManagerOptions(o *manager.Options) {
 		}
 		lab.port = port
 	}
-	o.PrometheusURL = fmt.Sprintf("http://127.0.0.1:%d", lab.port)
+	o.PrometheusURL = fmt.Sprintf("http://prometheus.monitoring.svc:%d", lab.port) // reached through the dial map
 	o.PrometheusFailsafeTimeout = testFailsafe
 	o.CanaryAnalysisInterval = testAnalysisInterval
 }
@@ -84,8 +86,9 @@ func sharedPrometheus(t *testing.T) *promlab.Prometheus {
 }
 
 // rig is one canary scenario: an agent whose stable and canary variants are HTTP servers scraped by the shared
-// Prometheus, and a fake cluster that plays kube-controller-manager (Deployments roll out) and a Gateway
-// controller (routes are accepted, and traffic follows the weights it accepted).
+// Prometheus, in the cluster-grade control plane (Deployments roll out through the real controllers and the
+// simulated kubelet), and a stand-in Gateway controller (routes are accepted, and traffic follows the weights it
+// accepted): no Gateway implementation runs here.
 type rig struct {
 	t       *testing.T
 	ns      string
@@ -103,9 +106,11 @@ type rig struct {
 	accepted []int32
 	// canaryReplicas lists the canary Deployment's replica counts seen, in order, without repeats.
 	canaryReplicas []int32
-}
 
-const gatewayController = "example.net/gateway-controller"
+	// holdCanary makes the stand-in Gateway leave routes that send traffic to the canary unaccepted (as a slow
+	// Gateway would), so a test can look at the rollout while it waits at its first step.
+	holdCanary atomic.Bool
+}
 
 // newRig creates the agent at v1 with strategy Canary (steps 25 % → pause 4s → 50 % → pause 4s → 100 % →
 // pause 3s) and an owned route, and waits until v1 is stable; rps is the agent's request rate.
@@ -230,8 +235,8 @@ func appendChanged(list []int32, v int32) []int32 {
 	return append(list, v)
 }
 
-// playCluster does what envtest lacks, every 50 ms: the Deployment controller reports every Deployment rolled
-// out, and the Gateway controller accepts each route generation and then sends traffic by its weights.
+// playCluster plays the Gateway controller every 50 ms: it accepts each route generation and then sends traffic by
+// its weights; it also records the canary replica counts the controller asked for.
 func (r *rig) playCluster(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -245,7 +250,7 @@ func (r *rig) playCluster(ctx context.Context, done chan struct{}) {
 		deps := &appsv1.DeploymentList{}
 		if env.Client.List(ctx, deps, client.InNamespace(r.ns)) == nil {
 			for i := range deps.Items {
-				r.rollOut(ctx, &deps.Items[i])
+				r.recordCanary(&deps.Items[i])
 			}
 		}
 		routes := &gatewayv1.HTTPRouteList{}
@@ -257,20 +262,15 @@ func (r *rig) playCluster(ctx context.Context, done chan struct{}) {
 	}
 }
 
-func (r *rig) rollOut(ctx context.Context, dep *appsv1.Deployment) {
+// recordCanary notes every canary replica count the controller asks for. The Deployment controller and the
+// simulated kubelet roll the Deployments out.
+func (r *rig) recordCanary(dep *appsv1.Deployment) {
 	n := ptr.Deref(dep.Spec.Replicas, 1)
 	if dep.Name == "bot-canary" {
 		r.mu.Lock()
 		r.canaryReplicas = appendChanged(r.canaryReplicas, n)
 		r.mu.Unlock()
 	}
-	s := dep.Status
-	if s.ObservedGeneration == dep.Generation && s.Replicas == n && s.UpdatedReplicas == n && s.AvailableReplicas == n {
-		return
-	}
-	dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: n, UpdatedReplicas: n,
-		ReadyReplicas: n, AvailableReplicas: n}
-	_ = env.Client.Status().Update(ctx, dep)
 }
 
 func (r *rig) accept(ctx context.Context, route *gatewayv1.HTTPRoute) {
@@ -282,22 +282,10 @@ func (r *rig) accept(ctx context.Context, route *gatewayv1.HTTPRoute) {
 			}
 		}
 	}
-	current := len(route.Status.Parents) == len(route.Spec.ParentRefs)
-	for _, p := range route.Status.Parents {
-		c := meta.FindStatusCondition(p.Conditions, string(gatewayv1.RouteConditionAccepted))
-		current = current && c != nil && c.ObservedGeneration == route.Generation
-	}
-	if current {
+	if canary > 0 && r.holdCanary.Load() {
 		return
 	}
-	route.Status.Parents = nil
-	for _, ref := range route.Spec.ParentRefs {
-		route.Status.Parents = append(route.Status.Parents, gatewayv1.RouteParentStatus{ParentRef: ref,
-			ControllerName: gatewayController, Conditions: []metav1.Condition{{
-				Type: string(gatewayv1.RouteConditionAccepted), Status: metav1.ConditionTrue, Reason: "Accepted",
-				ObservedGeneration: route.Generation, LastTransitionTime: metav1.Now()}}})
-	}
-	if env.Client.Status().Update(ctx, route) != nil {
+	if wrote, err := testenv.AcceptRoute(ctx, env.Client, route); !wrote || err != nil {
 		return
 	}
 	r.traffic.Set(-1, canary)

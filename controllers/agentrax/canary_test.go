@@ -15,7 +15,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
-	"github.com/quartet-dev/quartet-operator/internal/rollout"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/rollout"
 )
 
 // These scenarios run the AgentDeployment controller against the real Prometheus of canary_rig_test.go. They
@@ -34,6 +34,9 @@ func canaryGone(g Gomega, ns string) {
 
 func TestCanaryHealthyPromotesThroughEveryStep(t *testing.T) {
 	r := newRig(t, 40)
+	// The Gateway holds the first canary weight, so the rollout waits at its first step while it is looked at
+	// (otherwise a loaded machine can let all three steps pass between two polls).
+	r.holdCanary.Store(true)
 	r.startCanaryOfV2()
 	// While the canary runs, its largest size (100 % of replicas.max 4) is charged on top of replicas.max.
 	r.until(60*time.Second, func(g Gomega, ad *agentraxv1alpha1.AgentDeployment) {
@@ -44,6 +47,7 @@ func TestCanaryHealthyPromotesThroughEveryStep(t *testing.T) {
 		g.Expect(dep.Spec.Template.Labels).To(HaveKeyWithValue(agentraxv1alpha1.LabelVariant, agentraxv1alpha1.VariantCanary))
 		g.Expect(dep.Spec.Template.Spec.Containers[0].Image).To(Equal(v2))
 	})
+	r.holdCanary.Store(false)
 	r.until(120*time.Second, func(g Gomega, ad *agentraxv1alpha1.AgentDeployment) {
 		g.Expect(ad.Status.StableVersion).To(Equal(v2))
 	})
@@ -115,6 +119,7 @@ func TestCanaryErrorSpikeRollsBack(t *testing.T) {
 	g := NewWithT(t)
 	ad := r.get(g)
 	g.Expect(r.acceptedWeights()).To(Equal([]int32{0, 25, 0}))
+	expectPhaseMetric(g, r.ns, "bot", string(agentraxv1alpha1.PhaseRolloutFailed)) // AgentraxRolloutFailed fires
 	c := rolloutCondition(ad, agentraxv1alpha1.ConditionRolloutHealthy)
 	g.Expect(c.Reason).To(Equal(rollout.ReasonErrorRateExceeded))
 	g.Expect(c.Message).To(MatchRegexp(`^error rate \d+\.\d\d% over \d+s \(\d+ requests\) exceeds maxErrorRate 10\.00%$`))

@@ -7,10 +7,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
@@ -73,21 +75,33 @@ func (r *AgentDeploymentReconciler) reconcileDeployment(ctx context.Context, ad 
 			dep.Spec.Selector = &metav1.LabelSelector{MatchLabels: selectorLabels(ad, agentraxv1alpha1.VariantStable)}
 		}
 		dep.Spec.Template.Labels = mergeLabels(dep.Spec.Template.Labels, labels)
-		pod := &dep.Spec.Template.Spec
-		c := agentContainer(pod)
-		if c == nil {
-			pod.Containers = append(pod.Containers, corev1.Container{Name: containerName})
-			c = &pod.Containers[len(pod.Containers)-1]
-		}
-		c.Image = stableImage(ad)
-		c.Args = ad.Spec.Args
-		c.Env = normalizedEnv(ad.Spec.Env)
-		c.Resources = ad.Spec.Resources
-		c.Ports = []corev1.ContainerPort{{Name: portName, ContainerPort: ad.Spec.Port, Protocol: corev1.ProtocolTCP}}
+		writeAgentPod(&dep.Spec.Template.Spec, ad, stableImage(ad))
 		return controllerutil.SetControllerReference(ad, dep, r.Scheme())
 	})
 	obs.deployment = dep
 	return err
+}
+
+// writeAgentPod sets what the operator owns in an agent pod template (stable or canary): the agent container and a
+// security context the "restricted" Pod Security level admits. No runAsUser: OpenShift assigns one from the
+// namespace's range, and agent images are expected to run as a non-root user (as the Pod Security docs require).
+func writeAgentPod(pod *corev1.PodSpec, ad *agentraxv1alpha1.AgentDeployment, image string) {
+	c := agentContainer(pod)
+	if c == nil {
+		pod.Containers = append(pod.Containers, corev1.Container{Name: containerName})
+		c = &pod.Containers[len(pod.Containers)-1]
+	}
+	c.Image = image
+	c.Args = ad.Spec.Args
+	c.Env = normalizedEnv(ad.Spec.Env)
+	c.Resources = ad.Spec.Resources
+	c.Ports = []corev1.ContainerPort{{Name: portName, ContainerPort: ad.Spec.Port, Protocol: corev1.ProtocolTCP}}
+	c.SecurityContext = &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+	pod.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
 }
 
 // normalizedEnv fills in what the API server defaults in a pod template, so an unchanged spec compares equal.
@@ -105,10 +119,20 @@ func normalizedEnv(env []corev1.EnvVar) []corev1.EnvVar {
 	return out
 }
 
-// reconcileService writes the stable Service in front of the stable pods.
+// reconcileService writes the stable Service in front of the stable pods. The Service carries the agent's
+// finalizer: whatever deletes it — the garbage collector under any propagation policy, or a user — it stays until
+// the agent is deregistered from the MCP registry (finalize), so no client is sent to an address that is gone.
 func (r *AgentDeploymentReconciler) reconcileService(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment, _ *observed) error {
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ad.Namespace, Name: ad.Name}}
+	if err := r.Get(ctx, client.ObjectKeyFromObject(svc), svc); err == nil && svc.DeletionTimestamp != nil {
+		// Deleted out of band while the agent lives: let it go; the next reconcile (its deletion is watched)
+		// creates a new one.
+		return releaseDeregistrationHold(ctx, r.Client, svc)
+	} else if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
 	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, svc, func() error {
+		controllerutil.AddFinalizer(svc, agentraxv1alpha1.Finalizer)
 		svc.Labels = mergeLabels(svc.Labels, childLabels(ad))
 		svc.Spec.Selector = selectorLabels(ad, agentraxv1alpha1.VariantStable)
 		svc.Spec.Ports = []corev1.ServicePort{{
@@ -137,10 +161,28 @@ func (r *AgentDeploymentReconciler) reconcilePodMonitor(ctx context.Context, ad 
 	return err
 }
 
-// desiredHPA is the autoscaler spec: an External metric per pod, with the seed's stabilization windows (scale
-// up within 60 s by at most 4 pods a minute, down after 5 minutes by at most 1 pod a minute).
+// DefaultHPABehavior is the scaling behavior every AgentDeployment's autoscaler gets, the seed's: scale up
+// within 60 s by at most 4 pods a minute, down after 5 minutes by at most 1 pod a minute. A variable only so that
+// a test can check the autoscaler's arithmetic without waiting out the windows.
+var DefaultHPABehavior = autoscalingv2.HorizontalPodAutoscalerBehavior{
+	ScaleUp: &autoscalingv2.HPAScalingRules{
+		StabilizationWindowSeconds: ptr.To[int32](60),
+		SelectPolicy:               ptr.To(autoscalingv2.MaxChangePolicySelect),
+		Policies:                   []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PodsScalingPolicy, Value: 4, PeriodSeconds: 60}},
+	},
+	ScaleDown: &autoscalingv2.HPAScalingRules{
+		StabilizationWindowSeconds: ptr.To[int32](300),
+		SelectPolicy:               ptr.To(autoscalingv2.MaxChangePolicySelect),
+		Policies:                   []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PodsScalingPolicy, Value: 1, PeriodSeconds: 60}},
+	},
+}
+
+// desiredHPA is the autoscaler spec: one External metric with an AverageValue target of spec.replicas.target.
+// For that pairing the HPA controller computes desired replicas = ceil(metric ÷ target) whatever the current
+// replica count, so the adapter rule of every metric must return the agent's total (sum over its pods), never
+// an average: then desired = ceil(total load ÷ per-pod target). (An average would ask for ceil(90 ÷ 70) = 2 pods
+// for ten pods at 90 % GPU against a 70 % target.) Checked against the real HPA controller in test/hpareal.
 func desiredHPA(ad *agentraxv1alpha1.AgentDeployment, maxReplicas int32) *autoscalingv2.HorizontalPodAutoscalerSpec {
-	selectPolicy := autoscalingv2.MaxChangePolicySelect
 	return &autoscalingv2.HorizontalPodAutoscalerSpec{
 		ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: ad.Name},
 		MinReplicas:    ptr.To(ad.Spec.Replicas.Min),
@@ -159,17 +201,18 @@ func desiredHPA(ad *agentraxv1alpha1.AgentDeployment, maxReplicas int32) *autosc
 				},
 			},
 		}},
-		Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{
-			ScaleUp: &autoscalingv2.HPAScalingRules{
-				StabilizationWindowSeconds: ptr.To[int32](60),
-				SelectPolicy:               &selectPolicy,
-				Policies:                   []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PodsScalingPolicy, Value: 4, PeriodSeconds: 60}},
-			},
-			ScaleDown: &autoscalingv2.HPAScalingRules{
-				StabilizationWindowSeconds: ptr.To[int32](300),
-				SelectPolicy:               &selectPolicy,
-				Policies:                   []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PodsScalingPolicy, Value: 1, PeriodSeconds: 60}},
-			},
-		},
+		Behavior: DefaultHPABehavior.DeepCopy(),
 	}
+}
+
+// releaseDeregistrationHold removes the agent's finalizer from its Service.
+func releaseDeregistrationHold(ctx context.Context, c client.Client, svc *corev1.Service) error {
+	if !controllerutil.ContainsFinalizer(svc, agentraxv1alpha1.Finalizer) {
+		return nil
+	}
+	// The finalizer list is replaced whole by a merge patch: the resourceVersion precondition keeps a stale copy
+	// from dropping a finalizer the garbage collector added meanwhile (foregroundDeletion); a conflict is retried.
+	patch := client.MergeFromWithOptions(svc.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(svc, agentraxv1alpha1.Finalizer)
+	return client.IgnoreNotFound(c.Patch(ctx, svc, patch))
 }

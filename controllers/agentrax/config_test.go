@@ -18,6 +18,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
 )
 
@@ -41,8 +42,8 @@ func decodeAll(t *testing.T, file string) []*unstructured.Unstructured {
 	}
 }
 
-// The kustomize components (NetworkPolicy, adapter rules, PrometheusRule, dashboard) are accepted by a real API
-// server with the prometheus-operator CRDs installed, and the dashboard is valid JSON with the four panels.
+// The kustomize components (NetworkPolicy, adapter rules, dashboard; the PrometheusRule moved to config/prometheus) are accepted by a real API
+// server with the prometheus-operator CRDs installed, and the dashboard is valid JSON with the five panels.
 func TestConfigComponentsAreValidObjects(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -66,11 +67,11 @@ func TestConfigComponentsAreValidObjects(t *testing.T) {
 				}
 				raw, _, _ := unstructured.NestedString(u.Object, "data", "agentrax.json")
 				g.Expect(json.Unmarshal([]byte(raw), &dash)).To(Succeed())
-				g.Expect(dash.Panels).To(HaveLen(4))
+				g.Expect(dash.Panels).To(HaveLen(5))
 			}
 		}
 	}
-	g.Expect(created).To(Equal(4))
+	g.Expect(created).To(Equal(3))
 }
 
 // The samples `make dev` applies: the quota is admitted, the agent fits it and gets its children.
@@ -91,5 +92,9 @@ func TestSamplesFitAndGetChildren(t *testing.T) {
 		g.Expect(env.Client.Get(ctx, key, &autoscalingv2.HorizontalPodAutoscaler{})).To(Succeed())
 		tq := getQuota(g, ns, "alpha-quota")
 		g.Expect(tq.Status.UsedGPUs).To(Equal(int64(4)))
+		ad := &agentraxv1alpha1.AgentDeployment{}
+		g.Expect(env.Client.Get(ctx, key, ad)).To(Succeed())
+		g.Expect(ad.Status.Phase).NotTo(BeEmpty())
+		expectPhaseMetric(g, ns, "my-agent", string(ad.Status.Phase))
 	}).Should(Succeed())
 }

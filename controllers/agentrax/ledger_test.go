@@ -2,9 +2,7 @@ package agentrax_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	eventsv1 "k8s.io/api/events/v1"
@@ -90,27 +88,4 @@ func TestUnbuiltLedgerFailsClosed(t *testing.T) {
 		g.Expect(meta.IsStatusConditionTrue(tq.Status.Conditions, agentraxv1alpha1.ConditionLedgerReady)).To(BeTrue())
 		g.Expect(getLedger(g, ns)).To(ConsistOf(HaveField("Name", "a"), HaveField("Name", "b")))
 	}).Should(Succeed())
-}
-
-// TestExpiredBlockIsReclaimed: a block whose webhook process died (it stopped renewing it) is dropped by the
-// TenantQuota controller once past its expiry and the settle grace; a block still valid is left alone.
-func TestExpiredBlockIsReclaimed(t *testing.T) {
-	g := NewWithT(t)
-	ctx := context.Background()
-	ns := newNamespace(t)
-	g.Expect(env.Client.Create(ctx, tenantQuota(ns, "q", 5, 100, 20, 10))).To(Succeed())
-	g.Expect(env.Client.Create(ctx, agentDeployment(ns, "a", "q", 1, 2, 0))).To(Succeed())
-	g.Eventually(func(g Gomega) { g.Expect(getLedger(g, ns)).To(HaveLen(1)) }).Should(Succeed())
-
-	now := time.Now().Unix()
-	tq := getQuota(g, ns, "q")
-	before := tq.DeepCopy()
-	tq.Status.Ledger += fmt.Sprintf(",~alive=1:1/0@%d,~dead=2:2/0@%d", now+600, now-60)
-	g.Expect(env.Client.Status().Patch(ctx, tq, client.MergeFrom(before))).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		ledger := getQuota(g, ns, "q").Status.Ledger
-		g.Expect(ledger).NotTo(ContainSubstring("~dead="))
-		g.Expect(ledger).To(ContainSubstring("~alive=1:1/0@"))
-	}).WithTimeout(20 * time.Second).Should(Succeed())
-	g.Expect(getLedger(g, ns)).To(ConsistOf(HaveField("Name", "a")))
 }

@@ -25,10 +25,38 @@ var (
 		Name: "agentrax_tenant_quota_usage_ratio",
 		Help: "usedTotalReplicas / maxTotalReplicas of a TenantQuota, by tenant (namespace).",
 	}, []string{"tenant"})
+	// agentPhase lets alerts see failed and stuck rollouts and degraded agents: status.phase exists only in the
+	// API, and a rollout that hangs writes no event a rule could count.
+	agentPhase = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "agentrax_agentdeployment_phase",
+		Help: "1 for the current status.phase of an AgentDeployment, 0 for the other phases.",
+	}, []string{"namespace", "name", "phase"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(reconcileDuration, quotaUsageRatio)
+	metrics.Registry.MustRegister(reconcileDuration, quotaUsageRatio, agentPhase)
+}
+
+var allPhases = []agentraxv1alpha1.Phase{agentraxv1alpha1.PhasePending, agentraxv1alpha1.PhaseRunning,
+	agentraxv1alpha1.PhaseRolloutInProgress, agentraxv1alpha1.PhaseRolloutFailed, agentraxv1alpha1.PhaseDegraded}
+
+// recordPhase publishes the agent's phase; an agent without one yet publishes nothing.
+func recordPhase(ad *agentraxv1alpha1.AgentDeployment) {
+	if ad.Status.Phase == "" {
+		return
+	}
+	for _, p := range allPhases {
+		v := 0.0
+		if p == ad.Status.Phase {
+			v = 1
+		}
+		agentPhase.WithLabelValues(ad.Namespace, ad.Name, string(p)).Set(v)
+	}
+}
+
+// forgetAgentMetrics drops the series of a deleted AgentDeployment.
+func forgetAgentMetrics(namespace, name string) {
+	agentPhase.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 }
 
 // startReconcile opens the agentrax.reconcile span and returns a function that ends it and records the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -43,8 +42,14 @@ func TestMain(m *testing.M) {
 		return &recorded{recordingRegistrar: registrar, real: real}
 	}
 	agentrax.DefaultSettleGrace = 2 * time.Second
+	// No container runs in the simulated pods: the agents' MCP servers and Prometheus listen on loopback, each on
+	// the port its in-cluster address names.
+	_ = os.Setenv("QUARTET_DEV_DIAL_MAP", "*.svc:*=127.0.0.1")
 	code := testenv.Main(m, &env, testenv.Options{
 		Controllers: []string{agentrax.AgentDeploymentControllerName, agentrax.TenantQuotaControllerName},
+		// Cluster mode: agent Deployments become Available through the Deployment controller and the simulated
+		// kubelet, the HPA controller takes the autoscalers and the garbage collector deletes children.
+		Cluster: &testenv.ClusterOptions{},
 		Manager: func(o *manager.Options) {
 			canaryManagerOptions(o)
 			registryOptions(&leaderURL)(o)
@@ -198,11 +203,10 @@ func getQuota(g Gomega, ns, name string) *agentraxv1alpha1.TenantQuota {
 }
 
 // getLedger returns the decoded admission ledger of the TenantQuota "q" every test in this package uses.
-// Blocks (a webhook process's headroom, named "~holder") are left out.
 func getLedger(g Gomega, ns string) []agentraxv1alpha1.Reservation {
 	ledger, err := quota.ParseLedger(getQuota(g, ns, "q").Status.Ledger)
 	g.Expect(err).NotTo(HaveOccurred())
-	return slices.DeleteFunc(ledger, quota.IsBlock)
+	return ledger
 }
 
 var _ = ptr.To[int32]

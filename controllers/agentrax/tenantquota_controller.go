@@ -2,6 +2,7 @@ package agentrax
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,6 +40,11 @@ var DefaultUsageDelay = time.Second
 // on its way to storage. It is well above the webhook timeout (10 s); tests shorten it.
 var DefaultSettleGrace = 30 * time.Second
 
+// DefaultPodsGoneRecheck is how often a quota is looked at again while a leaving agent's pods still exist. Pods
+// carry no reference to their quota and the controller keeps no Pod cache of its own, so it asks the API server
+// on a timer instead of watching; it only runs while some agent of the quota is leaving. Tests may shorten it.
+var DefaultPodsGoneRecheck = 2 * time.Second
+
 // TenantQuotaReconciler counts what the AgentDeployments referencing a TenantQuota use, sets OverQuota, exports the
 // usage ratio, and settles the reservation ledger that admission writes to the agents' actual demand.
 type TenantQuotaReconciler struct {
@@ -51,11 +57,14 @@ type TenantQuotaReconciler struct {
 	SettleGrace time.Duration
 	// UsageDelay defaults to DefaultUsageDelay.
 	UsageDelay time.Duration
+	// PodsGoneRecheck defaults to DefaultPodsGoneRecheck.
+	PodsGoneRecheck time.Duration
 }
 
 // +kubebuilder:rbac:groups=agentrax.io,resources=tenantquotas,verbs=get;list;watch
 // +kubebuilder:rbac:groups=agentrax.io,resources=tenantquotas/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agentrax.io,resources=agentdeployments,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile fetches the TenantQuota, counts usage, settles the ledger and patches status once, only if changed.
@@ -75,11 +84,11 @@ func (r *TenantQuotaReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, err
 	}
 	before := tq.DeepCopy()
-	usage, perAgentMax := r.countUsage(tq, ads.Items)
 	requeue, err := r.settleLedger(ctx, tq, ads.Items)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	usage, perAgentMax := r.countUsage(tq, ads.Items)
 	r.setConditions(tq, usage, perAgentMax)
 	tq.Status.ObservedGeneration = tq.Generation
 	quotaUsageRatio.WithLabelValues(tq.Namespace).Set(quota.UsageRatio(tq.Spec, usage))
@@ -99,12 +108,14 @@ func (r *TenantQuotaReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
-// countUsage sets the used* counters from the live (not deleting) agents.
+// countUsage sets the used* counters from the live agents and the leaving ones whose charge the settled ledger
+// still holds (their pods are not gone yet), so that usage and admission count the same agents.
 func (r *TenantQuotaReconciler) countUsage(tq *agentraxv1alpha1.TenantQuota, ads []agentraxv1alpha1.AgentDeployment) (quota.Usage, int32) {
 	var u quota.Usage
 	var perAgentMax int32
+	settled, _ := quota.ParseLedger(tq.Status.Ledger)
 	for i := range ads {
-		if ads[i].DeletionTimestamp != nil {
+		if ads[i].DeletionTimestamp != nil && quota.Find(settled, ads[i].Name) < 0 {
 			continue
 		}
 		u = u.Add(quota.DemandOf(&ads[i], r.GPUResource))
@@ -115,9 +126,11 @@ func (r *TenantQuotaReconciler) countUsage(tq *agentraxv1alpha1.TenantQuota, ads
 }
 
 // settleLedger brings each reservation older than the grace period to its agent's actual demand, drops those of
-// agents that are gone or leaving, and records agents that have none (created while the webhook was not called,
-// or after the quota was re-created). Lowering or dropping is confirmed against the API server first. It returns
-// when to look again for reservations still inside the grace period.
+// agents that are gone or leaving once their pods are gone too, and records agents that have none (created while
+// the webhook was not called, or after the quota was re-created). Lowering or dropping is confirmed against the
+// API server first. A leaving agent's charge outlives DELETE admission on purpose: while its deregistration is
+// stalled, or the garbage collector has not yet removed its Deployment, its pods still hold their GPUs. It
+// returns when to look again: for reservations still inside the grace period, or pods still to go.
 func (r *TenantQuotaReconciler) settleLedger(ctx context.Context, tq *agentraxv1alpha1.TenantQuota, ads []agentraxv1alpha1.AgentDeployment) (time.Duration, error) {
 	grace := r.SettleGrace
 	if grace <= 0 {
@@ -139,36 +152,47 @@ func (r *TenantQuotaReconciler) settleLedger(ctx context.Context, tq *agentraxv1
 		stored = nil
 	}
 	ledger := append([]agentraxv1alpha1.Reservation(nil), stored...)
-	for _, res := range stored {
-		if quota.IsBlock(res) {
-			// A webhook process's headroom (ReservedAt is its expiry). Its holder stops admitting from it well
-			// before expiry and renews it while busy; past expiry plus the grace, whatever it admitted is stored
-			// and gets a reservation of its own below.
-			if until := res.ReservedAt.Add(grace); now.After(until) {
-				ledger = quota.Remove(ledger, res.Name)
-			} else if wait := until.Sub(now) + time.Second; requeue == 0 || wait < requeue {
-				requeue = wait
-			}
-			continue
+	soonest := func(wait time.Duration) {
+		if requeue == 0 || wait < requeue {
+			requeue = wait
 		}
+	}
+	// release drops name's reservation unless the agent's pods still exist.
+	release := func(name string) error {
+		running, err := r.podsRemain(ctx, tq.Namespace, name)
+		if err != nil {
+			return err
+		}
+		if running {
+			soonest(r.podsGoneRecheck())
+			return nil
+		}
+		ledger = quota.Remove(ledger, name)
+		return nil
+	}
+	for _, res := range stored {
 		ad := cached[res.Name]
 		if ad != nil && ad.DeletionTimestamp != nil {
-			ledger = quota.Remove(ledger, res.Name)
+			if err := release(res.Name); err != nil {
+				return 0, err
+			}
 			continue
 		}
 		if ad != nil && matches(res, quota.DemandOf(ad, r.GPUResource)) {
 			continue
 		}
 		if age := now.Sub(res.ReservedAt.Time); age < grace {
-			if wait := grace - age + time.Second; requeue == 0 || wait < requeue {
-				requeue = wait
-			}
+			soonest(grace - age + time.Second)
 			continue
 		}
 		fresh := &agentraxv1alpha1.AgentDeployment{}
 		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: tq.Namespace, Name: res.Name}, fresh)
 		switch {
-		case apierrors.IsNotFound(err) || (err == nil && (fresh.DeletionTimestamp != nil || fresh.Spec.TenantRef != tq.Name)):
+		case apierrors.IsNotFound(err) || (err == nil && fresh.DeletionTimestamp != nil):
+			if err := release(res.Name); err != nil {
+				return 0, err
+			}
+		case err == nil && fresh.Spec.TenantRef != tq.Name:
 			ledger = quota.Remove(ledger, res.Name)
 		case err != nil:
 			return 0, err
@@ -199,6 +223,26 @@ func (r *TenantQuotaReconciler) settleLedger(ctx context.Context, tq *agentraxv1
 	}
 	tq.Status.Ledger = quota.FormatLedger(ledger)
 	return requeue, nil
+}
+
+// podsRemain tells whether any pod of the agent name still exists in ns, terminating ones included (they hold
+// their GPUs until the kubelet has stopped them). Asked of the API server: a lagging cache would release early.
+func (r *TenantQuotaReconciler) podsRemain(ctx context.Context, ns, name string) (bool, error) {
+	pods := &metav1.PartialObjectMetadataList{}
+	pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+	err := r.APIReader.List(ctx, pods, client.InNamespace(ns), client.Limit(1),
+		client.MatchingLabels{agentraxv1alpha1.LabelName: name, agentraxv1alpha1.LabelAgent: "true"})
+	if err != nil {
+		return false, fmt.Errorf("listing the pods of leaving agent %s: %w", name, err)
+	}
+	return len(pods.Items) > 0, nil
+}
+
+func (r *TenantQuotaReconciler) podsGoneRecheck() time.Duration {
+	if r.PodsGoneRecheck > 0 {
+		return r.PodsGoneRecheck
+	}
+	return DefaultPodsGoneRecheck
 }
 
 func matches(r agentraxv1alpha1.Reservation, d quota.Demand) bool {

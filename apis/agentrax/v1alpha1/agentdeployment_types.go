@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -25,6 +27,9 @@ const (
 
 // DefaultPort is the agent's container port when spec.port is not set.
 const DefaultPort int32 = 8080
+
+// DefaultProgressDeadline is spec.rollout.progressDeadline when not set.
+const DefaultProgressDeadline = 10 * time.Minute
 
 // ScalingMetric selects the external metric the HorizontalPodAutoscaler follows.
 // +kubebuilder:validation:Enum=queueDepth;gpuUtilization
@@ -120,7 +125,8 @@ type ReplicasSpec struct {
 	// (agentrax_gpu_utilization).
 	// +required
 	Metric ScalingMetric `json:"metric"`
-	// Target is the per-pod average value of the metric the HPA aims for.
+	// Target is the value of the metric one pod should carry: the HPA runs ceil(sum of the metric over the
+	// agent's pods ÷ target) replicas (e.g. 10 pods at 90 % GPU against 70 → 13), within min and max.
 	// +required
 	// +kubebuilder:validation:Minimum=1
 	Target int32 `json:"target"`
@@ -192,6 +198,13 @@ type RolloutSpec struct {
 	// Metrics names the series and labels the canary analysis queries.
 	// +optional
 	Metrics *CanaryMetricsSpec `json:"metrics,omitempty"`
+	// ProgressDeadline bounds every wait of a canary rollout (canary pods becoming available, the route accepting
+	// new weights, quota room for the canary); past it the canary is rolled back as failed with reason
+	// ProgressDeadlineExceeded. Pauses are not waits: they end by analysis. Between 1s and 24h; 10m by default.
+	// +optional
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="must be from 1s to 24h"
+	ProgressDeadline *metav1.Duration `json:"progressDeadline,omitempty"`
 }
 
 // MCPSpec publishes the agent in the MCP discovery registry.
@@ -292,6 +305,10 @@ type AgentDeploymentStatus struct {
 	// PromUnreachableSince is when Prometheus became unreachable during a rollout (fail-safe timer).
 	// +optional
 	PromUnreachableSince *metav1.Time `json:"promUnreachableSince,omitempty"`
+	// WaitingSince is when the rollout began waiting for something outside it (canary pods, route acceptance,
+	// quota room) without progress; the progress deadline counts from it.
+	// +optional
+	WaitingSince *metav1.Time `json:"waitingSince,omitempty"`
 	// BaselineReplicas is the stable replica count when the canary started; the canary is sized against it so
 	// the stable HPA scaling down as traffic leaves does not shrink the canary taking that traffic.
 	// +optional

@@ -1,7 +1,7 @@
 package v1alpha1
 
 // Canary rollout types: the persisted stage, the insufficient-samples policy, the traffic split (an owned
-// HTTPRoute or weights in a user-owned one) and the analysis metric names. internal/rollout decides; the
+// HTTPRoute or weights in a user-owned one) and the analysis metric names. internal/agentrax/rollout decides; the
 // AgentDeployment controller maps these onto it (controllers/agentrax/agentdeployment_canary.go).
 
 // RolloutStage is where a canary rollout stands; persisted so a restarted manager resumes mid-promotion or

@@ -65,11 +65,8 @@ type Reservation struct {
 	// GPUs reserved: the pod's GPU limit times Replicas.
 	GPUs int64 `json:"gpus"`
 	// ReservedAt is when the reservation was last raised by admission; younger reservations are never settled
-	// down, as their object may still be on its way to storage. On a block, when the block expires.
+	// down, as their object may still be on its way to storage.
 	ReservedAt metav1.Time `json:"reservedAt"`
-	// Agents is set on a block only (Name "~" + holder): the agents it may admit. A block is headroom one
-	// webhook process reserved to admit from without a write per admission.
-	Agents int32 `json:"agents,omitempty"`
 }
 
 // TenantQuotaStatus is the observed usage of a TenantQuota.
@@ -91,14 +88,12 @@ type TenantQuotaStatus struct {
 	UsedTotalReplicas int32 `json:"usedTotalReplicas"`
 	// Ledger is the admission ledger: one reservation per admitted AgentDeployment, encoded as entries
 	// "name=replicas/gpus@unixSeconds" (replicas and GPUs reserved, when admission last raised them) joined by
-	// ",", sorted by name, e.g. "agent-a=3/3@1764601800,agent-b=1/0@1764601801", then the blocks
-	// "~holder=agents:replicas/gpus@expiryUnixSeconds": headroom a webhook process reserved for the admissions
-	// it decides locally (docs/agentrax.md). Admission rewrites it with a
-	// resourceVersion precondition on every reservation, so it is one compact string rather than a list of
+	// ",", sorted by name, e.g. "agent-a=3/3@1764601800,agent-b=1/0@1764601801". Admission rewrites it
+	// with a resourceVersion precondition on every reservation, so it is one compact string rather than a list of
 	// objects, which would make each write several times more expensive. It is the authoritative record
 	// admission checks against; do not edit it by hand.
 	// +optional
-	// +kubebuilder:validation:Pattern=`^$|^([a-z0-9][-a-z0-9.]*=[0-9]+/[0-9]+@[0-9]+|~[a-z0-9]+=[0-9]+:[0-9]+/[0-9]+@[0-9]+)(,([a-z0-9][-a-z0-9.]*=[0-9]+/[0-9]+@[0-9]+|~[a-z0-9]+=[0-9]+:[0-9]+/[0-9]+@[0-9]+))*$`
+	// +kubebuilder:validation:Pattern=`^$|^[a-z0-9][-a-z0-9.]*=[0-9]+/[0-9]+@[0-9]+(,[a-z0-9][-a-z0-9.]*=[0-9]+/[0-9]+@[0-9]+)*$`
 	Ledger string `json:"ledger,omitempty"`
 	// Conditions: Ready, OverQuota and LedgerReady (admission reserves only once it is True).
 	// +optional

@@ -31,9 +31,6 @@ type Batch struct {
 	Errors []field.ErrorList
 	// Changed tells whether Ledger differs from the input, i.e. whether it must be written.
 	Changed bool
-	// Held has, per op, an error to answer instead of Errors (set by the caller: a refusal that is only
-	// temporary); DecideBatch leaves it nil.
-	Held []error
 }
 
 // DecideBatch decides ops in order, each against the ledger left by the ones before it, exactly as if they
@@ -41,8 +38,7 @@ type Batch struct {
 // commits them all. quotaName and gpu are for messages; now stamps new or raised reservations.
 func DecideBatch(quotaName string, spec agentraxv1alpha1.TenantQuotaSpec, ledger []agentraxv1alpha1.Reservation,
 	ops []Op, gpu corev1.ResourceName, now metav1.Time) Batch {
-	out := Batch{Ledger: append([]agentraxv1alpha1.Reservation(nil), ledger...), Errors: make([]field.ErrorList, len(ops)),
-		Held: make([]error, len(ops))}
+	out := Batch{Ledger: append([]agentraxv1alpha1.Reservation(nil), ledger...), Errors: make([]field.ErrorList, len(ops))}
 	for i, op := range ops {
 		if op.Release {
 			if Find(out.Ledger, op.Name) >= 0 {

@@ -23,7 +23,7 @@ import (
 
 // LedgerPattern is the schema pattern of status.ledger; ParseLedger additionally refuses duplicate names and
 // numbers out of range.
-const LedgerPattern = `^$|^([a-z0-9][-a-z0-9.]*=[0-9]+/[0-9]+@[0-9]+|~[a-z0-9]+=[0-9]+:[0-9]+/[0-9]+@[0-9]+)(,([a-z0-9][-a-z0-9.]*=[0-9]+/[0-9]+@[0-9]+|~[a-z0-9]+=[0-9]+:[0-9]+/[0-9]+@[0-9]+))*$`
+const LedgerPattern = `^$|^[a-z0-9][-a-z0-9.]*=[0-9]+/[0-9]+@[0-9]+(,[a-z0-9][-a-z0-9.]*=[0-9]+/[0-9]+@[0-9]+)*$`
 
 // ParseLedger decodes status.ledger into reservations sorted by name (nil for "").
 func ParseLedger(s string) ([]agentraxv1alpha1.Reservation, error) {
@@ -52,26 +52,10 @@ func parseEntry(entry string) (agentraxv1alpha1.Reservation, error) {
 	if !ok {
 		return agentraxv1alpha1.Reservation{}, fmt.Errorf(`want "name=replicas/gpus@unixSeconds"`)
 	}
-	var agents uint64
-	if holder, block := strings.CutPrefix(name, BlockPrefix); block {
-		if err := checkHolder(holder); err != nil {
-			return agentraxv1alpha1.Reservation{}, err
-		}
-		a, r, ok := strings.Cut(rest, ":")
-		if !ok {
-			return agentraxv1alpha1.Reservation{}, fmt.Errorf(`block: want "~holder=agents:replicas/gpus@unixSeconds"`)
-		}
-		n, err := strconv.ParseUint(a, 10, 31)
-		if err != nil {
-			return agentraxv1alpha1.Reservation{}, fmt.Errorf("agents: %w", err)
-		}
-		agents, rest = n, r
-	} else if err := checkName(name); err != nil {
+	if err := checkName(name); err != nil {
 		return agentraxv1alpha1.Reservation{}, err
 	}
-	res, err := parseAmounts(name, rest)
-	res.Agents = int32(agents)
-	return res, err
+	return parseAmounts(name, rest)
 }
 
 func parseAmounts(name, rest string) (agentraxv1alpha1.Reservation, error) {
@@ -102,25 +86,6 @@ func parseAmounts(name, rest string) (agentraxv1alpha1.Reservation, error) {
 
 // maxUnixSeconds is 9999-12-31T23:59:59Z.
 const maxUnixSeconds = 253402300799
-
-// BlockPrefix starts the name of a block entry; AgentDeployment names cannot start with it.
-const BlockPrefix = "~"
-
-// IsBlock tells a block entry from an agent's reservation.
-func IsBlock(r agentraxv1alpha1.Reservation) bool { return strings.HasPrefix(r.Name, BlockPrefix) }
-
-// checkHolder accepts lowercase letters and digits, the alphabet of block holder IDs.
-func checkHolder(h string) error {
-	if h == "" {
-		return fmt.Errorf("empty block holder")
-	}
-	for _, c := range []byte(h) {
-		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
-			return fmt.Errorf("block holder %q: only lowercase letters and digits", h)
-		}
-	}
-	return nil
-}
 
 // checkName accepts the characters of a DNS subdomain (AgentDeployment names); it keeps the separators out.
 func checkName(name string) error {
@@ -155,10 +120,6 @@ func FormatLedger(ledger []agentraxv1alpha1.Reservation) string {
 		}
 		b.WriteString(r.Name)
 		b.WriteByte('=')
-		if IsBlock(r) {
-			b.WriteString(strconv.FormatInt(int64(max(r.Agents, 0)), 10))
-			b.WriteByte(':')
-		}
 		b.WriteString(strconv.FormatInt(int64(max(r.Replicas, 0)), 10))
 		b.WriteByte('/')
 		b.WriteString(strconv.FormatInt(max(r.GPUs, 0), 10))

@@ -102,11 +102,7 @@ func LedgerUsage(ledger []agentraxv1alpha1.Reservation, except string) Usage {
 		if r.Name == except {
 			continue
 		}
-		if IsBlock(r) {
-			u.Agents += r.Agents
-		} else {
-			u.Agents++
-		}
+		u.Agents++
 		u.Replicas += r.Replicas
 		u.GPUs += r.GPUs
 	}

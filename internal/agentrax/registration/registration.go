@@ -14,12 +14,16 @@ import (
 	"k8s.io/utils/clock"
 
 	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
-	"github.com/quartet-dev/quartet-operator/internal/registry"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/registry"
 )
 
 // Adapter decides, per reconcile, between a full discovery, a heartbeat and nothing:
 //   - full discovery (MCP handshake + tools/list) when the agent is not registered, or its stable image changed
 //     since the last discovery (a canary promotion may change the tools);
+//   - a full discovery again when the last one is RelistInterval old: a server's tools can change without a new
+//     image (a plugin loaded, a feature flag) — the fallback for servers that do not announce changes;
+//   - a full discovery at once when a server that offers it sends notifications/tools/list_changed
+//     (ListenForToolChanges, listen.go);
 //   - a heartbeat when the last one is at least Interval old (reconciles are far more frequent than that);
 //   - nothing otherwise.
 //
@@ -28,12 +32,40 @@ type Adapter struct {
 	Registrar *registry.Registrar
 	// Interval is the health interval (registry.HealthInterval of the TTL and the configured interval).
 	Interval time.Duration
-	Clock    clock.PassiveClock
+	// RelistInterval is how often a registered agent's tools are listed again (DefaultRelistInterval when
+	// zero, never when negative).
+	RelistInterval time.Duration
+	Clock          clock.PassiveClock
+	// ListenForToolChanges keeps, for each registered agent whose server offers capabilities.tools.listChanged,
+	// one standing stream on which the server announces tool changes; each announcement re-lists at once
+	// (listen.go). Listeners run while Start runs.
+	ListenForToolChanges bool
+	// ListenMaxAge bounds each stream (mcp.DefaultListenMaxAge when zero).
+	ListenMaxAge time.Duration
 
 	mu sync.Mutex
 	// discovered remembers each agent's fingerprint at its last discovery; after a restart every agent is
 	// discovered once again, which is cheap and picks up changes made while no leader ran.
-	discovered map[registry.Key]string
+	discovered map[registry.Key]discovery
+	// listeners are the agents' notification listeners (listen.go).
+	listeners map[registry.Key]*listener
+	lifetime  lifetime
+}
+
+// discovery is what the adapter remembers of an agent's last successful discovery.
+type discovery struct {
+	fingerprint string
+	at          time.Time
+}
+
+// DefaultRelistInterval is how often registered agents' tools are listed again by default.
+const DefaultRelistInterval = 10 * time.Minute
+
+func (a *Adapter) relistInterval() time.Duration {
+	if a.RelistInterval == 0 {
+		return DefaultRelistInterval
+	}
+	return a.RelistInterval
 }
 
 // AgentOf maps an AgentDeployment to what the registry needs.
@@ -82,11 +114,12 @@ func (a *Adapter) Register(ctx context.Context, ad *agentraxv1alpha1.AgentDeploy
 	fp := fingerprint(ad, agent)
 	a.mu.Lock()
 	if a.discovered == nil {
-		a.discovered = map[registry.Key]string{}
+		a.discovered = map[registry.Key]discovery{}
 	}
 	last, known := a.discovered[k]
 	a.mu.Unlock()
-	if !registered || !known || last != fp {
+	relist := a.relistInterval() > 0 && a.now().Sub(last.at) >= a.relistInterval()
+	if !registered || !known || last.fingerprint != fp || relist {
 		if _, err := a.Registrar.Register(ctx, agent); err != nil {
 			if registered && errors.Is(err, registry.ErrHandshake) {
 				// A registered agent that fails its rediscovery (a promoted image that does not answer) is
@@ -96,8 +129,9 @@ func (a *Adapter) Register(ctx context.Context, ad *agentraxv1alpha1.AgentDeploy
 			return false, err
 		}
 		a.mu.Lock()
-		a.discovered[k] = fp
+		a.discovered[k] = discovery{fingerprint: fp, at: a.now()}
 		a.mu.Unlock()
+		a.ensureListener(k, fp, agent)
 		return true, nil
 	}
 	if lastSeen, _, ok := a.Registrar.Registry.Liveness(k); ok && a.now().Sub(lastSeen) < a.Interval {
@@ -137,6 +171,7 @@ func (a *Adapter) Deregister(ctx context.Context, ad *agentraxv1alpha1.AgentDepl
 func (a *Adapter) forget(k registry.Key) {
 	a.mu.Lock()
 	delete(a.discovered, k)
+	a.stopListenerLocked(k)
 	a.mu.Unlock()
 }
 

@@ -17,8 +17,9 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
-	"github.com/quartet-dev/quartet-operator/internal/mcp"
-	"github.com/quartet-dev/quartet-operator/internal/registry"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/mcp"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/registry"
+	"github.com/quartet-dev/quartet-operator/internal/devdial"
 )
 
 // agentServer is a real MCP server (official Go SDK) on loopback that counts the methods it receives.
@@ -42,7 +43,10 @@ func startAgent(t *testing.T, tools ...string) *agentServer {
 		}
 	})
 	a.setTools(tools...)
-	a.web = httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return a.srv }, nil))
+	// It stands in for an agent's pod: requests carry the Service's in-cluster Host header (the dial map sends
+	// the connection to loopback), which the SDK's DNS-rebinding guard of loopback servers would refuse.
+	a.web = httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return a.srv },
+		&sdk.StreamableHTTPOptions{DisableLocalhostProtection: true}))
 	t.Cleanup(a.web.Close)
 	return a
 }
@@ -79,8 +83,7 @@ func TestAdapterDiscoversHeartbeatsAndRediscoversOnPromotion(t *testing.T) {
 		Status: agentraxv1alpha1.AgentDeploymentStatus{StableVersion: "ghcr.io/org/planner:v1"},
 	}
 	adapter := &Adapter{Interval: interval, Clock: clk, Registrar: &registry.Registrar{
-		Registry: reg, Client: &mcp.Client{},
-		Hosts: registry.HostMap{"planner.team-a.svc:8080": strings.TrimPrefix(agent.web.URL, "http://")},
+		Registry: reg, Client: dialThrough(t, "planner.team-a.svc:8080="+strings.TrimPrefix(agent.web.URL, "http://")),
 	}}
 	key := registry.Key{Namespace: "team-a", Name: "planner"}
 
@@ -148,8 +151,7 @@ func TestAdapterRediscovery(t *testing.T) {
 			MCP: &agentraxv1alpha1.MCPSpec{Expose: true, Tools: []string{"declared"}, Path: "/mcp"}},
 		Status: agentraxv1alpha1.AgentDeploymentStatus{StableVersion: "ghcr.io/org/planner:v1"},
 	}
-	adapter := &Adapter{Interval: time.Hour, Registrar: &registry.Registrar{Registry: reg, Client: &mcp.Client{},
-		Hosts: registry.HostMap{"*": "127.0.0.1"}}}
+	adapter := &Adapter{Interval: time.Hour, Registrar: &registry.Registrar{Registry: reg, Client: dialThrough(t, "*.svc:*=127.0.0.1")}}
 	ad.Spec.Port = int32(agent.web.Listener.Addr().(*net.TCPAddr).Port)
 	key := registry.Key{Namespace: "team-a", Name: "planner"}
 	g.Expect(adapter.HeartbeatInterval()).To(Equal(time.Hour))
@@ -168,7 +170,7 @@ func TestAdapterRediscovery(t *testing.T) {
 	_, err = adapter.Register(ctx, ad)
 	g.Expect(err).NotTo(HaveOccurred())
 	e, _ = reg.Get(key)
-	g.Expect(e.Endpoint).To(HaveSuffix(":" + strconv.Itoa(int(ad.Spec.Port)) + "/v2/mcp"))
+	g.Expect(e.Endpoint).To(Equal("http://planner.team-a.svc:" + strconv.Itoa(int(ad.Spec.Port)) + "/v2/mcp"))
 	g.Expect(agent.count("tools/list")).To(Equal(3))
 
 	// Promoted to an image whose server does not answer.
@@ -183,6 +185,39 @@ func TestAdapterRediscovery(t *testing.T) {
 	g.Expect(err).To(MatchError(registry.ErrHandshake))
 	_, present := reg.Get(key)
 	g.Expect(present).To(BeFalse())
+}
+
+// Tools a server adds without a new image show up after RelistInterval (a re-list, not just a heartbeat).
+func TestAdapterRelistsOnInterval(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	reg := registry.New(registry.Options{Clock: clk})
+	reg.SetLeader(true)
+	agent := startAgent(t, "search")
+	ad := &agentraxv1alpha1.AgentDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "planner"},
+		Spec:       agentraxv1alpha1.AgentDeploymentSpec{Port: 8080, MCP: &agentraxv1alpha1.MCPSpec{Expose: true}},
+		Status:     agentraxv1alpha1.AgentDeploymentStatus{StableVersion: "ghcr.io/org/planner:v1"},
+	}
+	adapter := &Adapter{Interval: 30 * time.Second, RelistInterval: 5 * time.Minute, Clock: clk, Registrar: &registry.Registrar{
+		Registry: reg, Client: dialThrough(t, "planner.team-a.svc:8080="+strings.TrimPrefix(agent.web.URL, "http://")),
+	}}
+	key := registry.Key{Namespace: "team-a", Name: "planner"}
+	_, err := adapter.Register(ctx, ad)
+	g.Expect(err).NotTo(HaveOccurred())
+	agent.setTools("search", "translate")
+	clk.Step(time.Minute)
+	_, err = adapter.Register(ctx, ad)
+	g.Expect(err).NotTo(HaveOccurred())
+	e, _ := reg.Get(key)
+	g.Expect(e.Tools).To(Equal([]string{"search"}), "a heartbeat does not list")
+	clk.Step(4 * time.Minute)
+	_, err = adapter.Register(ctx, ad)
+	g.Expect(err).NotTo(HaveOccurred())
+	e, _ = reg.Get(key)
+	g.Expect(e.Tools).To(Equal([]string{"search", "translate"}))
+	g.Expect(agent.count("tools/list")).To(Equal(2))
 }
 
 func TestImageTag(t *testing.T) {
@@ -200,4 +235,15 @@ func TestImageTag(t *testing.T) {
 			NewWithT(t).Expect(imageTag(image)).To(Equal(want))
 		})
 	}
+}
+
+// dialThrough returns an MCP client whose connections to the in-cluster addresses listed (QUARTET_DEV_DIAL_MAP
+// syntax) go to the local agents instead.
+func dialThrough(t *testing.T, entries string) *mcp.Client {
+	t.Helper()
+	m, err := devdial.Parse(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &mcp.Client{HTTP: m.HTTPClient()}
 }

@@ -51,8 +51,10 @@ func Start(t testing.TB, o Options, tools ...string) *Server {
 		}
 	})
 	s.SetTools(tools...)
+	// It stands in for an agent's pod: requests carry the Service's in-cluster Host header (the dial map sends
+	// the connection to loopback), which the SDK's DNS-rebinding guard of loopback servers would refuse.
 	s.web = httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.sdk },
-		&sdk.StreamableHTTPOptions{Stateless: o.Stateless}))
+		&sdk.StreamableHTTPOptions{Stateless: o.Stateless, DisableLocalhostProtection: true}))
 	t.Cleanup(s.Kill)
 	return s
 }

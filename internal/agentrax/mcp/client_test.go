@@ -5,17 +5,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	. "github.com/onsi/gomega"
 
-	"github.com/quartet-dev/quartet-operator/internal/mcp"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/mcp"
 )
 
 // agentServer is a real MCP server from the official Go SDK on loopback, with a handler in front that counts
@@ -364,4 +367,106 @@ func TestSSEStreamLeftOpen(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(toolNames(res.Tools)).To(Equal([]string{"kept-open"}))
 	g.Expect(time.Since(start)).To(BeNumerically("<", 2*time.Second))
+}
+
+// Every published Streamable HTTP revision from 2025-03-26 on is accepted: a server pinned to one revision
+// (the SDK's ServerOptions.SupportedProtocolVersions) is negotiated down to it, and the revision is reported.
+func TestDiscoverNegotiatesDownToEachRevision(t *testing.T) {
+	for _, v := range []string{"2025-03-26", "2025-06-18", "2025-11-25"} {
+		for _, jsonReplies := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s json=%v", v, jsonReplies), func(t *testing.T) {
+				g := NewWithT(t)
+				srv := newAgentServer(t, serverOpts{tools: 3, versions: []string{v}, json: jsonReplies})
+				c := &mcp.Client{}
+				res, err := c.Discover(ctx(t), srv.endpoint())
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(res.ProtocolVersion).To(Equal(v))
+				g.Expect(toolNames(res.Tools)).To(Equal(expectedNames(3)))
+				g.Expect(c.Probe(ctx(t), srv.endpoint())).To(Succeed())
+				created, deleted, _, _ := srv.counts()
+				g.Expect(created).To(Equal(deleted))
+			})
+		}
+	}
+	// Older and newer together: the newest both sides name wins.
+	g := NewWithT(t)
+	srv := newAgentServer(t, serverOpts{tools: 1, versions: []string{"2025-03-26", "2025-06-18"}})
+	res, err := (&mcp.Client{}).Discover(ctx(t), srv.endpoint())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.ProtocolVersion).To(Equal("2025-06-18"))
+}
+
+// Tools keep their title, description and input schema as the server listed them.
+func TestDiscoverKeepsToolMetadata(t *testing.T) {
+	g := NewWithT(t)
+	srv := newAgentServer(t, serverOpts{stateless: true})
+	srv.sdk.AddTool(&sdk.Tool{Name: "search", Title: "Search the web", Description: "Finds pages.",
+		InputSchema: map[string]any{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string"}}}},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return &sdk.CallToolResult{}, nil
+		})
+	res, err := (&mcp.Client{}).Discover(ctx(t), srv.endpoint())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Tools).To(HaveLen(1))
+	g.Expect(res.Tools[0].Title).To(Equal("Search the web"))
+	g.Expect(res.Tools[0].Description).To(Equal("Finds pages."))
+	g.Expect(string(res.Tools[0].InputSchema)).To(MatchJSON(`{"type":"object","properties":{"q":{"type":"string"}}}`))
+}
+
+// roundRobin is what a ClusterIP Service does to an agent with several pods: each new TCP connection goes to
+// the next backend. A session opened on one pod is unknown to the others (404).
+func roundRobin(t *testing.T, backends ...string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	var next atomic.Int64
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			backend := backends[int(next.Add(1)-1)%len(backends)]
+			go func() {
+				defer func() { _ = in.Close() }()
+				out, err := net.Dial("tcp", backend)
+				if err != nil {
+					return
+				}
+				defer func() { _ = out.Close() }()
+				go func() { _, _ = io.Copy(out, in); _ = out.(*net.TCPConn).CloseWrite() }()
+				_, _ = io.Copy(in, out)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// Three go-sdk servers behind one Service, two of them stateful: every heartbeat and discovery must succeed,
+// whichever pod each connection lands on, and no session may be left on any of them.
+func TestMultiReplicaAgentNeverFlaps(t *testing.T) {
+	g := NewWithT(t)
+	a := newAgentServer(t, serverOpts{tools: 2})
+	b := newAgentServer(t, serverOpts{tools: 2})
+	c := newAgentServer(t, serverOpts{tools: 2, stateless: true})
+	svc := roundRobin(t, strings.TrimPrefix(a.URL, "http://"), strings.TrimPrefix(b.URL, "http://"),
+		strings.TrimPrefix(c.URL, "http://"))
+	client := &mcp.Client{}
+	endpoint := "http://" + svc + "/mcp"
+	for i := range 30 {
+		g.Expect(client.Probe(ctx(t), endpoint)).To(Succeed(), "heartbeat %d", i)
+	}
+	for i := range 10 {
+		res, err := client.Discover(ctx(t), endpoint)
+		g.Expect(err).NotTo(HaveOccurred(), "discovery %d", i)
+		g.Expect(toolNames(res.Tools)).To(Equal(expectedNames(2)))
+	}
+	for _, s := range []*agentServer{a, b} {
+		created, deleted, _, _ := s.counts()
+		g.Expect(created).To(Equal(deleted))
+		g.Eventually(s.liveSessions).Should(BeZero())
+	}
 }

@@ -51,6 +51,8 @@ const (
 	DefaultFailsafeTimeout = 60 * time.Second
 	// DefaultAnalysisInterval is how often a pause re-evaluates the canary.
 	DefaultAnalysisInterval = 10 * time.Second
+	// DefaultProgressDeadline bounds every wait of a rollout (spec.rollout.progressDeadline).
+	DefaultProgressDeadline = 10 * time.Minute
 	// MaxPauseExtension bounds how long a pause may be extended waiting for samples: min(3×pause, 15m).
 	MaxPauseExtension = 15 * time.Minute
 )
@@ -72,6 +74,9 @@ type Spec struct {
 	FailsafeTimeout time.Duration
 	// AnalysisInterval; zero means DefaultAnalysisInterval.
 	AnalysisInterval time.Duration
+	// ProgressDeadline bounds every wait of the rollout (canary pods available, route accepted, quota room);
+	// zero means DefaultProgressDeadline.
+	ProgressDeadline time.Duration
 	// CanaryReplicaLimit is the most canary replicas the tenant quota allows (its headroom plus what the canary
 	// already holds); nil means no limit. Zero holds the rollout before traffic reaches a canary without pods.
 	CanaryReplicaLimit *int32
@@ -86,6 +91,9 @@ func (s Spec) withDefaults() Spec {
 	}
 	if s.AnalysisInterval <= 0 {
 		s.AnalysisInterval = DefaultAnalysisInterval
+	}
+	if s.ProgressDeadline <= 0 {
+		s.ProgressDeadline = DefaultProgressDeadline
 	}
 	return s
 }
@@ -115,7 +123,7 @@ const (
 	PhaseRunning Phase = "Running"
 	// PhaseRolloutInProgress: a canary runs.
 	PhaseRolloutInProgress Phase = "RolloutInProgress"
-	// PhaseRolloutFailed: the last canary was rolled back (breach, fail-safe, abort).
+	// PhaseRolloutFailed: the last canary was rolled back (breach, fail-safe, abort, progress deadline).
 	PhaseRolloutFailed Phase = "RolloutFailed"
 )
 
@@ -141,11 +149,15 @@ type Status struct {
 	PauseStartedAt time.Time
 	// PromUnreachableSince starts the fail-safe timer; zero while Prometheus answers.
 	PromUnreachableSince time.Time
+	// WaitingSince is when the rollout began waiting on something outside it (canary pods, the route, quota room)
+	// without progress; the progress deadline counts from it. Zero while nothing is awaited.
+	WaitingSince time.Time
 	// BaselineReplicas is the stable replica count when the canary started: the canary is sized against it so
 	// that the stable HPA scaling down as traffic moves away does not shrink the canary taking that traffic.
 	BaselineReplicas int32
-	// AbortedVersion is the image whose canary was last rolled back (abort, breach, fail-safe). It is not tried
-	// again until spec.image names another image.
+	// AbortedVersion is the image whose canary was last rolled back (abort, breach, fail-safe, deadline). It is
+	// not tried again while spec.image keeps naming it; once spec.image names another image (the stable one
+	// included), setting it again retries it.
 	AbortedVersion string
 	// AbortLatched records that the current spec.rollout.abort=true has been acted on, so it does not also abort
 	// the next canary (the upstream's abort stayed armed until cleared). Cleared when abort is seen false.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +11,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	. "github.com/onsi/gomega"
 
-	"github.com/quartet-dev/quartet-operator/internal/mcp"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/mcp"
+	"github.com/quartet-dev/quartet-operator/internal/devdial"
 )
 
 // mcpAgent is a real MCP server (official Go SDK) on loopback, standing in for an agent pod.
@@ -26,8 +26,10 @@ func startAgent(t *testing.T, opts *sdk.ServerOptions, stateless bool, tools ...
 	s := sdk.NewServer(&sdk.Implementation{Name: "agent", Version: "1.0.0"}, opts)
 	a := &mcpAgent{srv: s}
 	a.addTools(tools...)
+	// It stands in for an agent's pod: requests carry the Service's in-cluster Host header (the dial map sends
+	// the connection to loopback), which the SDK's DNS-rebinding guard of loopback servers would refuse.
 	a.web = httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s },
-		&sdk.StreamableHTTPOptions{Stateless: stateless}))
+		&sdk.StreamableHTTPOptions{Stateless: stateless, DisableLocalhostProtection: true}))
 	t.Cleanup(a.web.Close)
 	return a
 }
@@ -60,16 +62,14 @@ func TestRegistrarLifecycle(t *testing.T) {
 	modern := startAgent(t, &sdk.ServerOptions{PageSize: 2}, true, "code", "test", "review")
 	planner := &Agent{Namespace: "team-a", Name: "planner", Port: 8080, Tools: []string{"declared", "search"}}
 	coder := &Agent{Namespace: "team-a", Name: "coder", Port: 9000, Path: "mcp", Version: "2.0.1"}
-	reg := &Registrar{Registry: r, Client: &mcp.Client{CallTimeout: 2 * time.Second}, Hosts: HostMap{
-		"planner.team-a.svc:8080": legacy.addr(),
-		"coder.team-a.svc:9000":   modern.addr(),
-	}}
+	dial, client := dialThrough(t, "planner.team-a.svc:8080="+legacy.addr()+",coder.team-a.svc:9000="+modern.addr())
+	reg := &Registrar{Registry: r, Client: client}
 
 	// Register and discover.
 	e, err := reg.Register(ctx, planner)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(e.Tools).To(Equal([]string{"declared", "fetch", "plan", "rank", "search", "summarize"}))
-	g.Expect(e.Endpoint).To(Equal(legacy.web.URL + "/mcp"))
+	g.Expect(e.Endpoint).To(Equal("http://planner.team-a.svc:8080/mcp"), "the in-cluster URL; only the connection is local")
 	e, err = reg.Register(ctx, coder)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(e.Tools).To(Equal([]string{"code", "review", "test"}))
@@ -113,7 +113,7 @@ func TestRegistrarLifecycle(t *testing.T) {
 
 	// It comes back (a new pod): the next successful heartbeat registers it again.
 	back := startAgent(t, nil, false, "search")
-	reg.Hosts["planner.team-a.svc:8080"] = back.addr()
+	g.Expect(dial.Add("planner.team-a.svc:8080=" + back.addr())).To(Succeed())
 	res, err := reg.Heartbeat(ctx, planner)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(res).To(Equal(Missing))
@@ -133,69 +133,39 @@ func TestRegisterHandshakeFailure(t *testing.T) {
 		http.Error(w, "oops", http.StatusInternalServerError)
 	}))
 	defer bad.Close()
-	reg := &Registrar{Registry: r, Client: &mcp.Client{}, Hosts: HostMap{
-		"x.team-a.svc:8080": strings.TrimPrefix(bad.URL, "http://")}}
+	_, client := dialThrough(t, "x.team-a.svc:8080="+strings.TrimPrefix(bad.URL, "http://"))
+	reg := &Registrar{Registry: r, Client: client}
 	_, err := reg.Register(context.Background(), &Agent{Namespace: "team-a", Name: "x", Port: 8080})
 	g.Expect(err).To(MatchError(ErrHandshake))
 	g.Expect(r.Len()).To(BeZero())
 	g.Expect(p.count()).To(BeZero())
 }
 
-func TestHostMap(t *testing.T) {
-	cases := []struct {
-		name    string
-		flag    string
-		agent   Agent
-		want    string
-		wantErr bool
+// The endpoint is always the agent Service's in-cluster URL; development and tests send the connection
+// elsewhere with the client's dialer, never by changing the URL.
+func TestAgentEndpoint(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		agent Agent
+		want  string
 	}{
-		{"in-cluster default path", "", Agent{Namespace: "ns", Name: "a", Port: 8080}, "http://a.ns.svc:8080/mcp", false},
-		{"custom path without slash", "", Agent{Namespace: "ns", Name: "a", Port: 80, Path: "rpc"},
-			"http://a.ns.svc:80/rpc", false},
-		{"mapped to loopback", "a.ns.svc:8080=127.0.0.1:4000, b.ns.svc:1=127.0.0.1:5000",
-			Agent{Namespace: "ns", Name: "a", Port: 8080}, "http://127.0.0.1:4000/mcp", false},
-		{"other port not mapped", "a.ns.svc:8080=127.0.0.1:4000", Agent{Namespace: "ns", Name: "a", Port: 9090},
-			"http://a.ns.svc:9090/mcp", false},
-		{"malformed", "a.ns.svc:8080", Agent{}, "", true},
-		{"target with a path", "a=127.0.0.1:1/x", Agent{}, "", true},
-		{"target without a port", "a.ns.svc:8080=127.0.0.1", Agent{}, "", true},
-		{"wildcard keeps the port", "*=127.0.0.1", Agent{Namespace: "ns", Name: "a", Port: 41234},
-			"http://127.0.0.1:41234/mcp", false},
-		{"exact entry wins over the wildcard", "*=127.0.0.1,a.ns.svc:80=10.0.0.1:9000",
-			Agent{Namespace: "ns", Name: "a", Port: 80}, "http://10.0.0.1:9000/mcp", false},
-		{"wildcard to an IPv6 host", "*=::1", Agent{Namespace: "ns", Name: "a", Port: 80}, "http://[::1]:80/mcp", false},
-		{"wildcard with a port", "*=127.0.0.1:80", Agent{}, "", true},
-	}
-	for _, tc := range cases {
+		{"default path", Agent{Namespace: "ns", Name: "a", Port: 8080}, "http://a.ns.svc:8080/mcp"},
+		{"custom path without slash", Agent{Namespace: "ns", Name: "a", Port: 80, Path: "rpc"}, "http://a.ns.svc:80/rpc"},
+		{"custom path", Agent{Namespace: "team-a", Name: "planner", Port: 41234, Path: "/x/mcp"},
+			"http://planner.team-a.svc:41234/x/mcp"},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := NewWithT(t)
-			m, err := ParseHostMap(tc.flag)
-			if tc.wantErr {
-				g.Expect(err).To(HaveOccurred())
-				return
-			}
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(m.Endpoint(&tc.agent)).To(Equal(tc.want))
+			NewWithT(t).Expect(tc.agent.Endpoint()).To(Equal(tc.want))
 		})
 	}
 }
 
-// Whatever the flag says, a host map that parses yields endpoints that are absolute http URLs with a host
-// and the agent's path: a bad flag is refused at start, never turned into a request to a surprising place.
-func FuzzParseHostMap(f *testing.F) {
-	for _, seed := range []string{"", "*=127.0.0.1", "a.ns.svc:80=10.0.0.1:9000,*=::1", "a=b", "*=h:1", "x:1=y:2/z"} {
-		f.Add(seed)
+// dialThrough returns a dial map of in-cluster addresses to local agents and an MCP client that dials through it.
+func dialThrough(t *testing.T, entries string) (*devdial.Map, *mcp.Client) {
+	t.Helper()
+	m, err := devdial.Parse(entries)
+	if err != nil {
+		t.Fatal(err)
 	}
-	f.Fuzz(func(t *testing.T, flag string) {
-		m, err := ParseHostMap(flag)
-		if err != nil {
-			return
-		}
-		for _, a := range []Agent{{Namespace: "ns", Name: "a", Port: 80}, {Namespace: "ns", Name: "b", Port: 8080, Path: "/x"}} {
-			u, err := url.Parse(m.Endpoint(&a))
-			if err != nil || u.Scheme != "http" || u.Host == "" || u.Port() == "" || u.RawQuery != "" || u.Fragment != "" {
-				t.Fatalf("flag %q: agent %s/%s: endpoint %q", flag, a.Namespace, a.Name, m.Endpoint(&a))
-			}
-		}
-	})
+	return m, &mcp.Client{CallTimeout: 2 * time.Second, HTTP: m.HTTPClient()}
 }

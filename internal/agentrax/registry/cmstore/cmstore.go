@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/quartet-dev/quartet-operator/internal/registry"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/registry"
 )
 
 // Name and Key of the ConfigMap.

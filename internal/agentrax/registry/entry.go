@@ -4,6 +4,7 @@
 package registry
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,6 +52,15 @@ type Entry struct {
 	HeartbeatAt time.Time `json:"heartbeatAt"`
 	// TTL is in seconds.
 	TTL int64 `json:"ttl"`
+	// ProtocolVersion is the MCP revision the last discovery negotiated (e.g. "2025-03-26").
+	ProtocolVersion string `json:"protocolVersion,omitempty"`
+	// ToolInfo is each discovered tool's name, title, description and input schema, within MaxToolInfoBytes;
+	// ToolInfoTrimmed says the budget dropped something (toolinfo.go).
+	ToolInfo        []ToolInfo `json:"toolInfo,omitempty"`
+	ToolInfoTrimmed bool       `json:"toolInfoTrimmed,omitempty"`
+	// ManagedBy names the owner of an entry the operator registered ("AgentDeployment <ns>/<name>"). Such an
+	// entry cannot be overwritten or deleted through the API (409); the field cannot be set through it.
+	ManagedBy string `json:"managedBy,omitempty"`
 }
 
 // Key returns the entry's key.
@@ -66,7 +76,9 @@ func (e *Entry) ttl() time.Duration {
 
 // sameContent reports whether two entries publish the same thing; timestamps are not compared.
 func (e *Entry) sameContent(o *Entry) bool {
-	return e.Endpoint == o.Endpoint && e.Version == o.Version && e.TTL == o.TTL && slices.Equal(e.Tools, o.Tools)
+	return e.Endpoint == o.Endpoint && e.Version == o.Version && e.TTL == o.TTL && slices.Equal(e.Tools, o.Tools) &&
+		e.ProtocolVersion == o.ProtocolVersion && e.ToolInfoTrimmed == o.ToolInfoTrimmed && e.ManagedBy == o.ManagedBy &&
+		sameToolInfo(e.ToolInfo, o.ToolInfo)
 }
 
 // Validate checks an entry coming from outside (POST /agents, the persisted state).
@@ -94,6 +106,15 @@ func (e *Entry) Validate() error {
 		}
 		seen[t] = true
 	}
+	if err := validateToolInfo(e.ToolInfo); err != nil {
+		errs = append(errs, err)
+	}
+	if len(e.ProtocolVersion) > MaxProtocolVersionLen {
+		errs = append(errs, fmt.Errorf("protocolVersion: at most %d characters", MaxProtocolVersionLen))
+	}
+	if len(e.ManagedBy) > 300 {
+		errs = append(errs, fmt.Errorf("managedBy: at most 300 characters"))
+	}
 	if len(e.Version) > MaxVersionLen {
 		errs = append(errs, fmt.Errorf("version: at most %d characters", MaxVersionLen))
 	}
@@ -111,6 +132,18 @@ func (e *Entry) normalize() {
 		e.Tools = []string{}
 	}
 	slices.Sort(e.Tools)
+	if len(e.ToolInfo) == 0 {
+		e.ToolInfo = nil
+		return
+	}
+	e.ToolInfo = slices.Clone(e.ToolInfo)
+	for i := range e.ToolInfo {
+		var buf bytes.Buffer
+		if json.Compact(&buf, e.ToolInfo[i].InputSchema) == nil {
+			e.ToolInfo[i].InputSchema = buf.Bytes()
+		}
+	}
+	slices.SortStableFunc(e.ToolInfo, func(a, b ToolInfo) int { return cmpString(a.Name, b.Name) })
 }
 
 // stateVersion is the format version of the persisted state.

@@ -154,6 +154,9 @@ func DecodeEntry(body io.Reader) (Entry, error) {
 		return Entry{}, errors.New("invalid JSON: trailing data after the object")
 	}
 	e.RegisteredAt, e.HeartbeatAt = time.Time{}, time.Time{}
+	if e.ManagedBy != "" {
+		return Entry{}, errors.New("managedBy: set by the operator only")
+	}
 	if err := e.Validate(); err != nil {
 		return Entry{}, err
 	}
@@ -174,7 +177,12 @@ func (a *api) postAgent(w http.ResponseWriter, req *http.Request, id Identity) {
 	if !mayWrite(w, id, e.Namespace) {
 		return
 	}
-	created, err := a.r.Register(req.Context(), e)
+	created, err := a.r.RegisterUnmanaged(req.Context(), e)
+	var managed *ManagedError
+	if errors.As(err, &managed) {
+		writeError(w, http.StatusConflict, err.Error())
+		return
+	}
 	if errors.Is(err, ErrFull) {
 		writeError(w, http.StatusInsufficientStorage, err.Error())
 		return
@@ -202,8 +210,12 @@ func (a *api) deleteAgent(w http.ResponseWriter, req *http.Request, id Identity)
 	if !mayWrite(w, id, k.Namespace) {
 		return
 	}
-	ok, err := a.r.Deregister(req.Context(), k)
+	ok, err := a.r.DeregisterUnmanaged(req.Context(), k)
+	var managed *ManagedError
 	switch {
+	case errors.As(err, &managed):
+		writeError(w, http.StatusConflict, err.Error())
+		return
 	case errors.Is(err, ErrNotLeader):
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return

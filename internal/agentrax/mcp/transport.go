@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Protocol revisions this client speaks. Modern is the sessionless revision; the legacy ones use initialize.
@@ -24,10 +25,22 @@ const (
 	VersionModern   = "2026-07-28"
 	Version20251125 = "2025-11-25"
 	Version20250618 = "2025-06-18"
+	// Version20250326 is the first Streamable HTTP revision, still answered by many deployed SDKs. It has no
+	// Mcp-Protocol-Version header (that came with 2025-06-18), so none is sent on it.
+	Version20250326 = "2025-03-26"
 )
 
-// legacyVersions are the initialize-era revisions we accept, preferred first.
-var legacyVersions = []string{Version20251125, Version20250618}
+// legacyVersions are the initialize-era revisions we accept, preferred first. 2024-11-05 is not among them:
+// it predates Streamable HTTP (its transport is HTTP+SSE with a separate POST endpoint).
+var legacyVersions = []string{Version20251125, Version20250618, Version20250326}
+
+// versionHeader is the Mcp-Protocol-Version value for a revision; revisions before 2025-06-18 define none.
+func versionHeader(v string) string {
+	if v == Version20250326 {
+		return ""
+	}
+	return v
+}
 
 // JSON-RPC error codes the client looks at.
 const (
@@ -98,6 +111,9 @@ type rpcMessage struct {
 
 // exchange is one HTTP request of a conversation: the headers that depend on the conversation's state.
 type exchange struct {
+	// http is the conversation's client: every request of one Discover or Probe goes over one connection
+	// (conversation), so a Service balancing connections over several pods cannot split a session.
+	http      *http.Client
 	endpoint  string
 	version   string // Mcp-Protocol-Version header; empty on initialize
 	sessionID string
@@ -121,7 +137,7 @@ func (c *Client) call(ctx context.Context, x exchange, method string, params, ou
 	if err != nil {
 		return nil, err
 	}
-	defer closeBody(resp)
+	defer closeBody(resp, c.drainTimeout())
 	limited := &capReader{r: resp.Body, left: c.maxResponseBytes()}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return resp.Header, readHTTPError(method, resp, limited)
@@ -167,8 +183,8 @@ func (c *Client) post(ctx context.Context, x exchange, method string, body []byt
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", acceptBoth)
-	if x.version != "" {
-		req.Header.Set(headerProtocolVersion, x.version)
+	if v := versionHeader(x.version); v != "" {
+		req.Header.Set(headerProtocolVersion, v)
 	}
 	if x.sessionID != "" {
 		req.Header.Set(headerSessionID, x.sessionID)
@@ -176,7 +192,7 @@ func (c *Client) post(ctx context.Context, x exchange, method string, body []byt
 	if x.modern {
 		req.Header.Set(headerMethod, method)
 	}
-	resp, err := c.httpClient().Do(req)
+	resp, err := x.client(c).Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("mcp: %s: %w", method, err)
 	}
@@ -193,10 +209,10 @@ func (c *Client) deleteSession(x exchange) error {
 		return err
 	}
 	req.Header.Set(headerSessionID, x.sessionID)
-	if x.version != "" {
-		req.Header.Set(headerProtocolVersion, x.version)
+	if v := versionHeader(x.version); v != "" {
+		req.Header.Set(headerProtocolVersion, v)
 	}
-	resp, err := c.httpClient().Do(req)
+	resp, err := x.client(c).Do(req)
 	if err != nil {
 		return fmt.Errorf("mcp: DELETE session: %w", err)
 	}
@@ -248,31 +264,44 @@ func readResponse(resp *http.Response, body io.Reader, id int64) (*rpcMessage, e
 	return nil, fmt.Errorf("unexpected Content-Type %q", ct)
 }
 
-// readSSE reads events until the response to our request id. An event's data lines are joined with "\n".
+// readSSE reads events until the response to our request id.
 func readSSE(body io.Reader, id int64) (*rpcMessage, error) {
+	var found *rpcMessage
+	err := scanSSE(body, func(data []byte) (bool, error) {
+		var msg rpcMessage
+		if err := json.Unmarshal(data, &msg); err != nil {
+			return false, fmt.Errorf("decoding SSE event: %w", err)
+		}
+		if msg.Method != "" || !sameID(msg.ID, id) {
+			return false, nil // a server request or notification, or another stream's reply
+		}
+		found = &msg
+		return true, nil
+	})
+	if found != nil || err != nil {
+		return found, err
+	}
+	return nil, errors.New("SSE stream ended without a response")
+}
+
+// scanSSE hands the data of each event (its data lines joined with "\n") to onEvent until onEvent reports
+// done or fails, or the stream ends (nil). Events without data are skipped.
+func scanSSE(body io.Reader, onEvent func(data []byte) (done bool, err error)) error {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 0, 64*1024), 16<<20)
 	var data []byte
-	dispatch := func() (*rpcMessage, error) {
+	dispatch := func() (bool, error) {
 		if len(data) == 0 {
-			return nil, nil
+			return false, nil
 		}
 		defer func() { data = data[:0] }()
-		var msg rpcMessage
-		if err := json.Unmarshal(data, &msg); err != nil {
-			return nil, fmt.Errorf("decoding SSE event: %w", err)
-		}
-		if msg.Method != "" || !sameID(msg.ID, id) {
-			return nil, nil // a server request or notification, or another stream's reply
-		}
-		return &msg, nil
+		return onEvent(data)
 	}
 	for sc.Scan() {
 		line := sc.Bytes()
 		if len(line) == 0 {
-			msg, err := dispatch()
-			if msg != nil || err != nil {
-				return msg, err
+			if done, err := dispatch(); done || err != nil {
+				return err
 			}
 			continue
 		}
@@ -286,12 +315,10 @@ func readSSE(body io.Reader, id int64) (*rpcMessage, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, err
+		return err
 	}
-	if msg, err := dispatch(); msg != nil || err != nil {
-		return msg, err
-	}
-	return nil, errors.New("SSE stream ended without a response")
+	_, err := dispatch()
+	return err
 }
 
 func sameID(raw json.RawMessage, id int64) bool {
@@ -329,14 +356,27 @@ func (c *capReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// closeBody ends a response. An SSE stream may stay open after our response arrived (the server can keep
-// sending on it); draining it would wait for the server, so it is closed at once instead.
-func closeBody(resp *http.Response) {
+// closeBody ends a response. A server ends the SSE stream of a POST once it sent the response; reading it to
+// its end hands the connection back for the conversation's next request (closing it unread would drop the
+// connection, and a new one may land on another pod). A server that keeps the stream open is given
+// drainTimeout, then the stream is closed.
+func closeBody(resp *http.Response, drainTimeout time.Duration) {
 	if mediaType(resp.Header.Get("Content-Type")) == "text/event-stream" {
+		stop := time.AfterFunc(drainTimeout, func() { _ = resp.Body.Close() })
+		_, _ = io.CopyN(io.Discard, resp.Body, 1<<20)
+		stop.Stop()
 		_ = resp.Body.Close()
 		return
 	}
 	drainClose(resp.Body)
+}
+
+// client returns the conversation's HTTP client, the Client's own when the exchange has none.
+func (x exchange) client(c *Client) *http.Client {
+	if x.http != nil {
+		return x.http
+	}
+	return c.httpClient()
 }
 
 // drainClose reads a little of what is left so the connection can be reused, then closes the body.

@@ -29,6 +29,8 @@ const (
 	ReasonCanaryQuotaExhausted = "CanaryQuotaExhausted"
 	ReasonNoSteps              = "NoPauseStep"
 	ReasonRolledBack           = "RolledBack"
+	// ReasonProgressDeadlineExceeded: a wait of the rollout outlasted spec.rollout.progressDeadline.
+	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
 )
 
 // AnalysisWindow is the range the canary's queries cover when the current step is a running pause: it grows from
@@ -116,6 +118,9 @@ func (d *decider) idle() {
 		// Nothing runs to abort; latching here keeps a leftover abort from killing the next canary.
 		st.AbortLatched = true
 	}
+	waiting := st.WaitingSince
+	// Only the quota wait below keeps the timer; any other outcome ends that wait.
+	st.WaitingSince = time.Time{}
 	switch {
 	case st.StableVersion == "":
 		// First deployment: the stable Deployment is created with the image, there is nothing to compare with.
@@ -125,9 +130,12 @@ func (d *decider) idle() {
 			// spec.image went back to stable: the failed rollout is no longer pending.
 			st.Phase = PhaseRunning
 		}
+		// The rolled-back image may be retried by setting it again.
+		st.AbortedVersion = ""
 	case !d.spec.Canary:
 		d.act(Action{Kind: ActionSetStableImage, Image: d.spec.Image})
 		st.StableVersion = d.spec.Image
+		st.AbortedVersion = ""
 	case d.spec.Image == st.AbortedVersion:
 		// Rolled back before; retried only once spec.image names another image.
 	case !slices.ContainsFunc(d.spec.Steps, func(s Step) bool { return s.SetWeight == nil }):
@@ -137,6 +145,7 @@ func (d *decider) idle() {
 			d.event(true, ReasonNoSteps, "strategy Canary needs at least one pause step; the canary is not started")
 		}
 	default:
+		st.WaitingSince = waiting
 		d.startCanary()
 	}
 }
@@ -146,6 +155,16 @@ func (d *decider) startCanary() {
 	baseline := max(d.obs.StableReplicas, 1)
 	n, ok := CanaryReplicas(0, baseline, d.spec.CanaryReplicaLimit)
 	if !ok {
+		if d.deadlinePassed() {
+			// No canary exists yet: failing the rollout is all a rollback means here. Recording the image
+			// releases its canary charge (the quota counts no canary for an aborted image).
+			msg := fmt.Sprintf("no quota room for a canary of %s within the progress deadline %s",
+				d.spec.Image, FormatDuration(d.spec.ProgressDeadline))
+			st.Phase, st.AbortedVersion, st.WaitingSince = PhaseRolloutFailed, d.spec.Image, time.Time{}
+			d.condition(ConditionRolloutHealthy, metav1.ConditionFalse, ReasonProgressDeadlineExceeded, msg)
+			d.event(true, ReasonProgressDeadlineExceeded, "%s", msg)
+			return
+		}
 		d.quotaExhausted()
 		return
 	}
@@ -159,12 +178,43 @@ func (d *decider) startCanary() {
 	d.out.Continue = true
 }
 
+// deadlinePassed starts the progress-deadline timer on the first wait and reports whether the current wait has
+// outlasted the deadline. Callers that wait afterwards never sleep past the deadline (waitBounded).
+func (d *decider) deadlinePassed() bool {
+	st := d.st()
+	if st.WaitingSince.IsZero() {
+		st.WaitingSince = stamp(d.obs.Now)
+	}
+	return d.obs.Now.Sub(st.WaitingSince) >= d.spec.ProgressDeadline
+}
+
+// waitOrGiveUp is every wait of a running canary: it waits, bounded by the progress deadline, and rolls the
+// canary back as failed once the deadline passed. It reports whether the rollout gave up.
+func (d *decider) waitOrGiveUp(what string) bool {
+	if d.deadlinePassed() {
+		d.rollback(ReasonProgressDeadlineExceeded, true, "no progress for %s waiting for %s (canary %s)",
+			FormatDuration(d.spec.ProgressDeadline), what, d.st().CanaryVersion)
+		return true
+	}
+	d.waitBounded()
+	return false
+}
+
+// waitBounded waits at most the analysis interval and never past the progress deadline.
+func (d *decider) waitBounded() {
+	left := d.spec.ProgressDeadline - d.obs.Now.Sub(d.st().WaitingSince)
+	d.wait(min(d.spec.AnalysisInterval, left))
+}
+
+// progressed records progress: the deadline timer stops until the next wait.
+func (d *decider) progressed() { d.st().WaitingSince = time.Time{} }
+
 func (d *decider) quotaExhausted() {
 	if d.condition(ConditionRolloutHealthy, metav1.ConditionUnknown, ReasonCanaryQuotaExhausted,
 		"the tenant quota leaves no replica for the canary; the rollout waits") {
 		d.event(true, ReasonCanaryQuotaExhausted, "the tenant quota leaves no replica for the canary")
 	}
-	d.wait(d.spec.AnalysisInterval)
+	d.waitBounded()
 }
 
 // canarySize is the canary's replica count for a weight, sized against the larger of the baseline and the
@@ -200,11 +250,14 @@ func (d *decider) progressing() {
 		// Self-healing: the canary was deleted or edited out of band.
 		n, ok := d.canarySize(st.CanaryWeight)
 		if !ok {
-			d.quotaExhausted()
+			if !d.waitOrGiveUp("quota room for the canary") {
+				d.quotaExhausted()
+			}
 			return
 		}
-		d.act(Action{Kind: ActionEnsureCanary, Image: st.CanaryVersion, Replicas: n})
-		d.wait(d.spec.AnalysisInterval)
+		if !d.waitOrGiveUp("the canary Deployment") {
+			d.act(Action{Kind: ActionEnsureCanary, Image: st.CanaryVersion, Replicas: n})
+		}
 		return
 	}
 	step := d.spec.Steps[st.CanaryStepIndex]
@@ -222,30 +275,34 @@ func (d *decider) setWeight(w int32) {
 	w = min(max(w, 0), 100)
 	n, ok := d.canarySize(w)
 	if !ok {
-		d.quotaExhausted()
+		if !d.waitOrGiveUp("quota room for the canary") {
+			d.quotaExhausted()
+		}
 		return
 	}
 	if obs.Canary.Replicas < n {
-		d.act(Action{Kind: ActionScaleCanary, Replicas: n})
-		d.wait(d.spec.AnalysisInterval)
+		if !d.waitOrGiveUp(fmt.Sprintf("%d available canary pods", n)) {
+			d.act(Action{Kind: ActionScaleCanary, Replicas: n})
+		}
 		return
 	}
 	if !obs.Canary.RolledOut {
-		d.wait(d.spec.AnalysisInterval)
+		d.waitOrGiveUp(fmt.Sprintf("%d available canary pods", n))
 		return
 	}
-	if obs.Route.StableWeight != 100-w || obs.Route.CanaryWeight != w {
-		d.act(Action{Kind: ActionSetWeights, StableWeight: 100 - w, CanaryWeight: w})
-		d.wait(d.spec.AnalysisInterval)
-		return
-	}
-	if !obs.Route.Accepted {
-		d.wait(d.spec.AnalysisInterval)
+	if obs.Route.StableWeight != 100-w || obs.Route.CanaryWeight != w || !obs.Route.Accepted {
+		if d.waitOrGiveUp(fmt.Sprintf("the route to accept weight %d%%", w)) {
+			return
+		}
+		if obs.Route.StableWeight != 100-w || obs.Route.CanaryWeight != w {
+			d.act(Action{Kind: ActionSetWeights, StableWeight: 100 - w, CanaryWeight: w})
+		}
 		return
 	}
 	if obs.Canary.Replicas > n {
 		d.act(Action{Kind: ActionScaleCanary, Replicas: n})
 	}
+	d.progressed()
 	st.CanaryWeight = w
 	st.CanaryStepIndex++
 	d.event(false, "WeightSet", "canary %s receives %d%% of traffic (step %d)", st.CanaryVersion, w, st.CanaryStepIndex)
@@ -254,6 +311,8 @@ func (d *decider) setWeight(w int32) {
 
 func (d *decider) pause(p time.Duration) {
 	st, obs := d.st(), d.obs
+	// A pause is not a wait: it ends by analysis. A timer left by recreating the canary stops here.
+	d.progressed()
 	if st.PauseStartedAt.IsZero() {
 		st.PauseStartedAt = stamp(obs.Now)
 		d.wait(p)
@@ -346,6 +405,7 @@ func (d *decider) rollback(reason string, failed bool, format string, args ...an
 	st.Stage = StageRollingBack
 	st.PauseStartedAt = time.Time{}
 	st.PromUnreachableSince = time.Time{}
+	st.WaitingSince = time.Time{}
 	if failed {
 		st.Phase = PhaseRolloutFailed
 		st.AbortedVersion = st.CanaryVersion

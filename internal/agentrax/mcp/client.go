@@ -17,6 +17,8 @@ const (
 	DefaultCallTimeout      = 5 * time.Second
 	DefaultMaxResponseBytes = 1 << 20
 	DefaultMaxPages         = 20
+	// DefaultDrainTimeout bounds the wait for a server to end an SSE reply stream after our response arrived.
+	DefaultDrainTimeout = 250 * time.Millisecond
 )
 
 // Client talks to agents' MCP endpoints. The zero value is usable; it is safe for concurrent use.
@@ -30,6 +32,8 @@ type Client struct {
 	MaxResponseBytes int64
 	// MaxPages bounds the tools/list pages followed, so a server returning cursors forever cannot hold a worker.
 	MaxPages int
+	// DrainTimeout bounds reading the rest of an SSE reply after the response (DefaultDrainTimeout).
+	DrainTimeout time.Duration
 	// Name and Version identify the operator in clientInfo.
 	Name, Version string
 
@@ -41,9 +45,10 @@ type Client struct {
 
 // Tool is a tool as listed by tools/list; only the fields the registry publishes are kept.
 type Tool struct {
-	Name        string `json:"name"`
-	Title       string `json:"title,omitempty"`
-	Description string `json:"description,omitempty"`
+	Name        string          `json:"name"`
+	Title       string          `json:"title,omitempty"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
 }
 
 // Result is what a discovery found.
@@ -54,7 +59,21 @@ type Result struct {
 	Modern bool
 	// ServerName and ServerVersion are from serverInfo, when the server sent it.
 	ServerName, ServerVersion string
-	Tools                     []Tool
+	// ToolsListChanged is the server's capabilities.tools.listChanged: it sends
+	// notifications/tools/list_changed, so ListenToolChanges can replace polling.
+	ToolsListChanged bool
+	Tools            []Tool
+}
+
+// capabilities is the part of the server's capabilities the registry uses.
+type capabilities struct {
+	Tools *struct {
+		ListChanged bool `json:"listChanged"`
+	} `json:"tools,omitempty"`
+}
+
+func (c *capabilities) toolsListChanged() bool {
+	return c != nil && c.Tools != nil && c.Tools.ListChanged
 }
 
 type implementation struct {
@@ -65,10 +84,12 @@ type implementation struct {
 type initializeResult struct {
 	ProtocolVersion string          `json:"protocolVersion"`
 	ServerInfo      *implementation `json:"serverInfo,omitempty"`
+	Capabilities    *capabilities   `json:"capabilities,omitempty"`
 }
 
 type discoverResult struct {
 	SupportedVersions []string                   `json:"supportedVersions"`
+	Capabilities      *capabilities              `json:"capabilities,omitempty"`
 	Meta              map[string]json.RawMessage `json:"_meta,omitempty"`
 }
 
@@ -92,20 +113,22 @@ var ErrTooManyPages = errors.New("mcp: tools/list exceeded the page limit")
 // tools/list carrying _meta) and falls back to the initialize handshake when the server does not speak it.
 // A legacy session is always ended with DELETE, also on error.
 func (c *Client) Discover(ctx context.Context, endpoint string) (*Result, error) {
-	legacyVersion, res, err := c.tryModern(ctx, endpoint)
+	hc, done := c.conversation()
+	defer done()
+	legacyVersion, res, err := c.tryModern(ctx, hc, endpoint)
 	if err != nil {
 		return nil, err
 	}
 	if res != nil {
 		c.legacy.Delete(endpoint)
-		x := exchange{endpoint: endpoint, version: VersionModern, modern: true}
+		x := exchange{http: hc, endpoint: endpoint, version: VersionModern, modern: true}
 		if res.Tools, err = c.listTools(ctx, x, true); err != nil {
 			return nil, err
 		}
 		return res, nil
 	}
 	var out *Result
-	err = c.withSession(ctx, endpoint, legacyVersion, func(x exchange, r *Result) error {
+	err = c.withSession(ctx, hc, endpoint, legacyVersion, func(x exchange, r *Result) error {
 		tools, err := c.listTools(ctx, x, false)
 		r.Tools = tools
 		out = r
@@ -121,21 +144,44 @@ func (c *Client) Discover(ctx context.Context, endpoint string) (*Result, error)
 // is one server/discover; on a legacy server it is initialize, notifications/initialized and ping inside a
 // session that is then deleted, so no probe leaves a session behind on the server.
 func (c *Client) Probe(ctx context.Context, endpoint string) error {
+	hc, done := c.conversation()
+	defer done()
 	if v, ok := c.legacy.Load(endpoint); ok {
-		return c.probeLegacy(ctx, endpoint, v.(string))
+		return c.probeLegacy(ctx, hc, endpoint, v.(string))
 	}
-	legacyVersion, res, err := c.tryModern(ctx, endpoint)
+	legacyVersion, res, err := c.tryModern(ctx, hc, endpoint)
 	if err != nil || res != nil {
 		return err
 	}
-	return c.probeLegacy(ctx, endpoint, legacyVersion)
+	return c.probeLegacy(ctx, hc, endpoint, legacyVersion)
+}
+
+// conversation returns the HTTP client of one Discover or Probe: a copy of the Client's transport allowed
+// one connection, so that initialize, the requests in the session and its DELETE all travel over the same TCP
+// connection. Behind a ClusterIP Service (balanced per connection) they then reach the same pod, which is the
+// only one that knows the session. done closes the connection. A custom RoundTripper is used as it is.
+func (c *Client) conversation() (*http.Client, func()) {
+	base := c.httpClient()
+	var t *http.Transport
+	switch rt := base.Transport.(type) {
+	case nil:
+		t = http.DefaultTransport.(*http.Transport).Clone()
+	case *http.Transport:
+		t = rt.Clone()
+	default:
+		return base, func() {}
+	}
+	t.MaxConnsPerHost, t.MaxIdleConnsPerHost, t.DisableKeepAlives = 1, 1, false
+	hc := *base
+	hc.Transport = t
+	return &hc, t.CloseIdleConnections
 }
 
 // Forget drops what the client remembers about an endpoint (called when the agent is deregistered).
 func (c *Client) Forget(endpoint string) { c.legacy.Delete(endpoint) }
 
-func (c *Client) probeLegacy(ctx context.Context, endpoint, version string) error {
-	return c.withSession(ctx, endpoint, version, func(x exchange, _ *Result) error {
+func (c *Client) probeLegacy(ctx context.Context, hc *http.Client, endpoint, version string) error {
+	return c.withSession(ctx, hc, endpoint, version, func(x exchange, _ *Result) error {
 		_, err := c.call(ctx, x, "ping", struct{}{}, nil)
 		return err
 	})
@@ -144,17 +190,17 @@ func (c *Client) probeLegacy(ctx context.Context, endpoint, version string) erro
 // tryModern sends server/discover. It returns a Result when the server speaks the modern revision; otherwise
 // the legacy version to offer in initialize. Errors are returned only when falling back makes no sense
 // (transport failure, 5xx): a 4xx or a JSON-RPC error without a modern body means "not a modern server".
-func (c *Client) tryModern(ctx context.Context, endpoint string) (string, *Result, error) {
-	x := exchange{endpoint: endpoint, version: VersionModern, modern: true}
+func (c *Client) tryModern(ctx context.Context, hc *http.Client, endpoint string) (string, *Result, error) {
+	x := exchange{http: hc, endpoint: endpoint, version: VersionModern, modern: true}
 	var dr discoverResult
 	hdr, err := c.call(ctx, x, "server/discover", map[string]any{"_meta": c.meta()}, &dr)
 	if sid := hdr.Get(headerSessionID); sid != "" {
 		// The modern revision has no sessions; a server that opened one anyway gets it ended right away.
-		_ = c.deleteSession(exchange{endpoint: endpoint, sessionID: sid})
+		_ = c.deleteSession(exchange{http: hc, endpoint: endpoint, sessionID: sid})
 	}
 	if err == nil {
 		if slices.Contains(dr.SupportedVersions, VersionModern) {
-			res := &Result{ProtocolVersion: VersionModern, Modern: true}
+			res := &Result{ProtocolVersion: VersionModern, Modern: true, ToolsListChanged: dr.Capabilities.toolsListChanged()}
 			var info implementation
 			if raw, ok := dr.Meta[metaServerInfo]; ok && json.Unmarshal(raw, &info) == nil {
 				res.ServerName, res.ServerVersion = info.Name, info.Version
@@ -195,8 +241,8 @@ func (c *Client) pickLegacy(endpoint string, serverSupports []string) string {
 }
 
 // withSession runs initialize → notifications/initialized → fn, and always DELETEs the session afterwards.
-func (c *Client) withSession(ctx context.Context, endpoint, version string, fn func(exchange, *Result) error) (err error) {
-	x := exchange{endpoint: endpoint}
+func (c *Client) withSession(ctx context.Context, hc *http.Client, endpoint, version string, fn func(exchange, *Result) error) (err error) {
+	x := exchange{http: hc, endpoint: endpoint}
 	var ir initializeResult
 	params := map[string]any{
 		"protocolVersion": version,
@@ -225,7 +271,7 @@ func (c *Client) withSession(ctx context.Context, endpoint, version string, fn f
 	if err := c.notify(ctx, x, "notifications/initialized"); err != nil {
 		return err
 	}
-	res := &Result{ProtocolVersion: ir.ProtocolVersion}
+	res := &Result{ProtocolVersion: ir.ProtocolVersion, ToolsListChanged: ir.Capabilities.toolsListChanged()}
 	if ir.ServerInfo != nil {
 		res.ServerName, res.ServerVersion = ir.ServerInfo.Name, ir.ServerInfo.Version
 	}
@@ -295,6 +341,13 @@ func (c *Client) maxResponseBytes() int64 {
 		return c.MaxResponseBytes
 	}
 	return DefaultMaxResponseBytes
+}
+
+func (c *Client) drainTimeout() time.Duration {
+	if c.DrainTimeout > 0 {
+		return c.DrainTimeout
+	}
+	return DefaultDrainTimeout
 }
 
 func (c *Client) maxPages() int {

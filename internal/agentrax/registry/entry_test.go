@@ -144,6 +144,8 @@ func FuzzDecodeEntry(f *testing.F) {
 	f.Add(`{"namespace":"a","name":"x.y","endpoint":"https://h/p","version":"1.0.0"}`)
 	f.Add(`{"namespace":"","tools":[""]}`)
 	f.Add(`{}{}`)
+	f.Add(`{"namespace":"a","name":"x","endpoint":"http://x/","protocolVersion":"2025-03-26","toolInfo":[{"name":"t","title":"T","inputSchema":{ "type": "object" }}]}`)
+	f.Add(`{"namespace":"a","name":"x","endpoint":"http://x/","toolInfo":[{"name":"t","inputSchema":null}],"managedBy":"x"}`)
 	f.Fuzz(func(t *testing.T, body string) {
 		e, err := DecodeEntry(strings.NewReader(body))
 		if err != nil {

@@ -25,6 +25,17 @@ type Persister interface {
 // ErrNotLeader is returned by writes on a replica that is not the leader; it serves reads only.
 var ErrNotLeader = errors.New("registry: this replica is not the leader")
 
+// ManagedError refuses a write by another writer to an entry the operator manages (HTTP 409).
+type ManagedError struct {
+	Key   Key
+	Owner string
+}
+
+// Error implements error.
+func (e *ManagedError) Error() string {
+	return fmt.Sprintf("agent %s is managed by %s; change that object instead", e.Key, e.Owner)
+}
+
 // ErrFull is returned when a registration would exceed the entry cap or the persisted state's size budget.
 var ErrFull = errors.New("registry: full")
 
@@ -37,7 +48,7 @@ const (
 
 // Options configure a Registry.
 type Options struct {
-	// DefaultTTL applies to entries registered without one (AGENTRAX_REGISTRY_TTL); DefaultTTL when zero.
+	// DefaultTTL applies to entries registered without one (--registry-ttl); DefaultTTL when zero.
 	DefaultTTL time.Duration
 	// Clock is injectable for tests; the real clock when nil.
 	Clock clock.WithTicker
@@ -216,6 +227,17 @@ func (r *Registry) Len() int {
 // Register adds or updates an entry (already validated). An update that changes nothing only counts as a
 // heartbeat. It returns whether the entry was new.
 func (r *Registry) Register(ctx context.Context, e Entry) (created bool, err error) {
+	return r.register(ctx, e, false)
+}
+
+// RegisterUnmanaged is Register for writers other than the operator (POST /agents): an entry the operator
+// manages is refused with a *ManagedError, checked under the same lock as the write.
+func (r *Registry) RegisterUnmanaged(ctx context.Context, e Entry) (created bool, err error) {
+	e.ManagedBy = ""
+	return r.register(ctx, e, true)
+}
+
+func (r *Registry) register(ctx context.Context, e Entry, unmanaged bool) (created bool, err error) {
 	if !r.IsLeader() {
 		return false, ErrNotLeader
 	}
@@ -226,6 +248,10 @@ func (r *Registry) Register(ctx context.Context, e Entry) (created bool, err err
 	now := r.opts.Clock.Now().UTC().Truncate(time.Second)
 	r.mu.Lock()
 	old, exists := r.entries[e.Key()]
+	if unmanaged && exists && old.ManagedBy != "" {
+		r.mu.Unlock()
+		return false, &ManagedError{Key: e.Key(), Owner: old.ManagedBy}
+	}
 	if exists && old.sameContent(&e) {
 		r.live[e.Key()] = &liveness{lastSeen: now}
 		r.mu.Unlock()
@@ -253,11 +279,25 @@ func (r *Registry) Register(ctx context.Context, e Entry) (created bool, err err
 
 // Deregister removes an entry; it reports whether there was one.
 func (r *Registry) Deregister(ctx context.Context, k Key) (bool, error) {
+	return r.deregister(ctx, k, false)
+}
+
+// DeregisterUnmanaged is Deregister for writers other than the operator (DELETE /agents/...): an entry the
+// operator manages is refused with a *ManagedError.
+func (r *Registry) DeregisterUnmanaged(ctx context.Context, k Key) (bool, error) {
+	return r.deregister(ctx, k, true)
+}
+
+func (r *Registry) deregister(ctx context.Context, k Key, unmanaged bool) (bool, error) {
 	if !r.IsLeader() {
 		return false, ErrNotLeader
 	}
 	r.mu.Lock()
-	_, ok := r.entries[k]
+	old, ok := r.entries[k]
+	if unmanaged && ok && old.ManagedBy != "" {
+		r.mu.Unlock()
+		return false, &ManagedError{Key: k, Owner: old.ManagedBy}
+	}
 	r.remove(k)
 	if ok {
 		r.version++

@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/quartet-dev/quartet-operator/internal/registry"
-	"github.com/quartet-dev/quartet-operator/internal/registry/cmstore"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/registry"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/registry/cmstore"
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
 )
 

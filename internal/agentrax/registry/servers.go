@@ -46,6 +46,11 @@ type AgentMeta struct {
 	Tools       []string  `json:"tools"`
 	HeartbeatAt time.Time `json:"heartbeatAt"`
 	TTL         int64     `json:"ttl"`
+	// ProtocolVersion, ToolInfo, ToolInfoTrimmed and ManagedBy are the entry's (server.json has no tools).
+	ProtocolVersion string     `json:"protocolVersion,omitempty"`
+	ToolInfo        []ToolInfo `json:"toolInfo,omitempty"`
+	ToolInfoTrimmed bool       `json:"toolInfoTrimmed,omitempty"`
+	ManagedBy       string     `json:"managedBy,omitempty"`
 }
 
 // OfficialMeta is the value under MetaOfficial.
@@ -83,6 +88,8 @@ func serverResponse(prefix string, e *Entry) ServerResponse {
 			Remotes:     []Remote{{Type: "streamable-http", URL: e.Endpoint}},
 			Meta: map[string]any{MetaAgent: AgentMeta{
 				Namespace: e.Namespace, Name: e.Name, Tools: e.Tools, HeartbeatAt: e.HeartbeatAt, TTL: e.TTL,
+				ProtocolVersion: e.ProtocolVersion, ToolInfo: e.ToolInfo, ToolInfoTrimmed: e.ToolInfoTrimmed,
+				ManagedBy: e.ManagedBy,
 			}},
 		},
 		Meta: map[string]any{MetaOfficial: OfficialMeta{

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,8 @@ func FuzzDecideInvariants(f *testing.F) {
 	f.Add([]byte{0, 1, 0, 2, 0, 5, 0, 6, 0, 7, 0, 16, 17, 18, 19, 20, 21, 0, 0, 0})
 	// Found by fuzzing: an answer the machine did not judge (canary under repair) must still reset the timer.
 	f.Add([]byte("0000\x04\x04\x04\x04\x0400000\x04     ,"))
+	// The Gateway stops accepting routes for longer than the progress deadline.
+	f.Add(append([]byte{0, 0, 0, 0, 8}, bytes.Repeat([]byte{55}, 16)...))
 	f.Fuzz(func(t *testing.T, script []byte) {
 		w := newWorld(t)
 		spec := canarySpec("v2")
@@ -100,6 +103,10 @@ func FuzzDecideInvariants(f *testing.F) {
 				if down := w.now.Sub(unreachableSince); down < DefaultFailsafeTimeout {
 					t.Fatalf("fail-safe after %s of unreachability", down)
 				}
+			}
+			if w.st.Stage == StageProgressing && !w.st.WaitingSince.IsZero() &&
+				w.now.Sub(w.st.WaitingSince) >= DefaultProgressDeadline {
+				t.Fatalf("still waiting %s after the progress deadline", w.now.Sub(w.st.WaitingSince))
 			}
 			if strings.HasPrefix(string(w.st.Stage), "?") {
 				t.Fatalf("bad stage %q", w.st.Stage)

@@ -1,0 +1,106 @@
+package registration
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/registry"
+)
+
+// A tool the server adds at run time reaches the registry on notifications/tools/list_changed, long before the
+// relist interval (an hour here) and without a reconcile: on the legacy revision through the session's GET
+// stream, on the sessionless revision through subscriptions/listen.
+func TestAdapterRelistsOnToolsListChanged(t *testing.T) {
+	for name, stateless := range map[string]bool{"stateful (initialize, GET stream)": false, "sessionless (subscriptions/listen)": true} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			reg := registry.New(registry.Options{})
+			reg.SetLeader(true)
+			agent := startAgent(t, "search")
+			url := agent.web.URL
+			if stateless {
+				web := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return agent.srv },
+					&sdk.StreamableHTTPOptions{Stateless: true, DisableLocalhostProtection: true}))
+				t.Cleanup(web.Close)
+				url = web.URL
+			}
+			ad := &agentraxv1alpha1.AgentDeployment{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "planner"},
+				Spec:       agentraxv1alpha1.AgentDeploymentSpec{Port: 8080, MCP: &agentraxv1alpha1.MCPSpec{Expose: true}},
+				Status:     agentraxv1alpha1.AgentDeploymentStatus{StableVersion: "ghcr.io/org/planner:v1"},
+			}
+			adapter := &Adapter{Interval: time.Hour, RelistInterval: time.Hour, ListenForToolChanges: true,
+				Registrar: &registry.Registrar{Registry: reg, Client: dialThrough(t, "planner.team-a.svc:8080="+strings.TrimPrefix(url, "http://"))}}
+			done := make(chan error, 1)
+			go func() { done <- adapter.Start(ctx) }()
+			t.Cleanup(func() {
+				cancel()
+				g.Eventually(done).Should(Receive(BeNil()))
+			})
+			key := registry.Key{Namespace: "team-a", Name: "planner"}
+			_, err := adapter.Register(ctx, ad)
+			g.Expect(err).NotTo(HaveOccurred())
+			e, _ := reg.Get(key)
+			g.Expect(e.Tools).To(Equal([]string{"search"}))
+
+			// The server adds tools after the listener is up (it may take a moment to open its stream; a tool
+			// added before that is seen at the next list, which the test then also accepts).
+			added := 0
+			g.Eventually(func(g Gomega) {
+				added++
+				agent.setTools(append([]string{"search"}, strings.Repeat("t", added))...)
+				g.Eventually(func(g Gomega) {
+					e, _ := reg.Get(key)
+					g.Expect(e.Tools).To(ContainElement(strings.Repeat("t", added)))
+				}, 2*time.Second).Should(Succeed())
+			}, 20*time.Second).Should(Succeed())
+		})
+	}
+}
+
+// A server that does not offer tools.listChanged gets no standing stream: nothing beyond the discovery itself.
+func TestAdapterDoesNotListenWhenTheServerDoesNotOfferListChanged(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reg := registry.New(registry.Options{})
+	reg.SetLeader(true)
+	srv := sdk.NewServer(&sdk.Implementation{Name: "agent", Version: "1"},
+		&sdk.ServerOptions{Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: false}}})
+	srv.AddTool(&sdk.Tool{Name: "search", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return &sdk.CallToolResult{}, nil
+		})
+	gets := make(chan struct{}, 100)
+	handler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{DisableLocalhostProtection: true})
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			gets <- struct{}{}
+		}
+		handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(web.Close)
+	ad := &agentraxv1alpha1.AgentDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "planner"},
+		Spec:       agentraxv1alpha1.AgentDeploymentSpec{Port: 8080, MCP: &agentraxv1alpha1.MCPSpec{Expose: true}},
+		Status:     agentraxv1alpha1.AgentDeploymentStatus{StableVersion: "ghcr.io/org/planner:v1"},
+	}
+	adapter := &Adapter{Interval: time.Hour, RelistInterval: time.Hour, ListenForToolChanges: true,
+		Registrar: &registry.Registrar{Registry: reg, Client: dialThrough(t, "planner.team-a.svc:8080="+strings.TrimPrefix(web.URL, "http://"))}}
+	go func() { _ = adapter.Start(ctx) }()
+	_, err := adapter.Register(ctx, ad)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Consistently(gets, time.Second).ShouldNot(Receive(), "no GET stream is opened")
+	g.Eventually(adapter.listening).Should(BeFalse(), "the listener gave up: not offered")
+}
