@@ -20,8 +20,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/quartet-dev/quartet-operator/internal/gitops/provisioner"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/runner"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/source"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/stage"
 	"github.com/quartet-dev/quartet-operator/internal/operator"
 	"github.com/quartet-dev/quartet-operator/internal/telemetry"
 )
@@ -64,6 +66,19 @@ func run(args []string) error {
 	audience := fs.String("registration-audience", source.DefaultRegistrationAudience,
 		"Audience the ServiceAccount tokens of the registration API must be issued for (TokenRequest audiences).")
 	maxReplays := fs.Int("max-replay-attempts", 3, "How often one event may be replayed.")
+	d := stage.DefaultConnection
+	rpcTimeout := fs.Duration("rpc-timeout", d.RPCTimeout,
+		"Deadline of every stage RPC made or served without one; the source handler's call bounds a whole event.")
+	keepTime := fs.Duration("keepalive-time", d.KeepaliveTime, "Idle time before a keepalive ping (clients and servers).")
+	keepTimeout := fs.Duration("keepalive-timeout", d.KeepaliveTimeout, "How long a keepalive ping may go unanswered.")
+	maxAge := fs.Duration("max-connection-age", d.MaxConnectionAge,
+		"How long a stage server keeps a connection before the client reconnects (and re-resolves the Service).")
+	maxAgeGrace := fs.Duration("max-connection-age-grace", 0,
+		"How long streams on an aged connection may finish (0: the larger of --rpc-timeout and 5m).")
+	gitTimeout := fs.Duration("git-timeout", source.DefaultGitTimeout, "Deadline of each git fetch or ref listing (source).")
+	verifyTimeout := fs.Duration("verify-timeout", provisioner.DefaultVerifyTimeout, "How long the provisioner "+
+		"waits for the applied objects to become healthy (kstatus Current) before failing the event; 0 turns "+
+		"the verify off. Must stay below --rpc-timeout (unset, it is lowered to 3/5 of a smaller --rpc-timeout).")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -81,7 +96,12 @@ func run(args []string) error {
 
 	o := runner.Options{GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr, Next: *next, OrdererAddr: *ordererAddr,
 		Scheme: operator.NewScheme(), Lease: source.LeaseConfig{StaleAfter: *staleAfter, MaxReplays: *maxReplays},
-		RegistrationAudience: *audience}
+		RegistrationAudience: *audience, GitTimeout: *gitTimeout,
+		Connection: stage.Connection{RPCTimeout: *rpcTimeout, KeepaliveTime: *keepTime, KeepaliveTimeout: *keepTimeout,
+			MaxConnectionAge: *maxAge, MaxConnectionAgeGrace: *maxAgeGrace}}
+	if o.VerifyTimeout, err = verifyDeadline(fs, *verifyTimeout, *rpcTimeout); err != nil {
+		return err
+	}
 	if mode == "all-in-one" || mode == runner.Source || mode == runner.Provisioner || mode == runner.Pruner {
 		if o.Config, err = ctrl.GetConfig(); err != nil {
 			return fmt.Errorf("loading the kubeconfig: %w", err)
@@ -92,7 +112,9 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
-		srv := &http.Server{Handler: promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{}),
+		srv := &http.Server{Handler: promhttp.HandlerFor(ctrlmetrics.Registry,
+			// OpenMetrics carries the exemplars (trace IDs) of the stage metrics to a scraper that asks for it.
+			promhttp.HandlerOpts{EnableOpenMetrics: true}),
 			ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = srv.Serve(lis) }()
 		defer func() { _ = srv.Close() }()
@@ -123,4 +145,24 @@ func startProcess(logLevel string) (logr.Logger, context.Context, context.Cancel
 	ctrl.SetLogger(logger)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	return logger, ctx, stop, nil
+}
+
+// verifyDeadline is the provisioner's verify timeout (runner.Options: negative = off). The verify runs inside the
+// provisioner's RPC, and every call above it (labeler, orderer, renderer, the source handler's) waits through it,
+// so it must end before --rpc-timeout cuts them: an explicit value that does not is refused, the default is
+// lowered to 3/5 of a smaller --rpc-timeout (the rest is for fetching, rendering and applying).
+func verifyDeadline(fs *flag.FlagSet, verify, rpc time.Duration) (time.Duration, error) {
+	if verify == 0 {
+		return -1, nil
+	}
+	if rpc <= 0 || verify < rpc {
+		return verify, nil
+	}
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "verify-timeout" })
+	if explicit {
+		return 0, fmt.Errorf("--verify-timeout (%s) must be below --rpc-timeout (%s): the calls that wait for the verify "+
+			"would be cut first", verify, rpc)
+	}
+	return rpc * 3 / 5, nil
 }

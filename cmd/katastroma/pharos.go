@@ -27,6 +27,16 @@ func runPharos(args []string) error {
 	maxBody := fs.Int64("max-request-bytes", pharos.DefaultMaxBodyBytes, "Largest accepted OTLP request.")
 	source := fs.String("source-handler", "", "Source handler gRPC address used when no span names one ("+
 		pharos.AttrSourceAddress+").")
+	var sourceHandlers []string
+	fs.Func("source-handlers", "Comma-separated source handler gRPC addresses pharos may dial (the Platform's); a span naming any other address is refused, never dialed. --source-handler is always included.",
+		func(v string) error {
+			for _, a := range strings.Split(v, ",") {
+				if a = strings.TrimSpace(a); a != "" {
+					sourceHandlers = append(sourceHandlers, a)
+				}
+			}
+			return nil
+		})
 	crash := fs.Duration("crash-timeout", 12*time.Minute, "Replay events whose root span did not arrive within this; keep it above the source handler's lease-stale-after.")
 	limit := fs.Int("replay-limit", 3, "Replays pharos asks for per event.")
 	backoff := fs.Duration("replay-backoff", 30*time.Second, "Wait after the first replay of an event; doubles per replay.")
@@ -46,6 +56,7 @@ func runPharos(args []string) error {
 	defer stop()
 
 	o := pharos.Options{GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr, MaxBodyBytes: *maxBody, Logger: logger,
+		SourceHandlers: sourceHandlers,
 		Config: pharos.Config{CrashTimeout: *crash, ReplayLimit: *limit, BackoffBase: *backoff,
 			BackoffMax: *backoffMax, Retention: *retention, DefaultAddress: *source, RootWait: *rootWait}}
 	if *state != "" {

@@ -35,8 +35,9 @@ const PlatformControllerName = "gitops-platform"
 const PlatformFinalizer = "katastroma.org/platform-cleanup"
 
 // PlatformReconciler deploys and owns the gitops stages of a Platform. It grants the stages read access to the
-// cluster and impersonation of the tenant identities through escalate and bind on cluster RBAC, so the operator
-// itself never holds those permissions.
+// cluster and impersonation of the tenant identities by binding the ClusterRoles shipped with the operator
+// (platform.ShippedClusterRoles): the operator holds bind on those names only, never escalate on cluster RBAC, and
+// never the stages' permissions themselves.
 type PlatformReconciler struct {
 	client.Client
 	Recorder recorder.EventRecorder
@@ -48,8 +49,12 @@ type PlatformReconciler struct {
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;serviceaccounts;configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings,verbs=get;list;watch;create;update;patch;delete;escalate;bind
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete;escalate;bind
+// The shipped ClusterRoles are bound, never written; delete removes the per-Platform ClusterRoles older versions created.
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=quartet-operator-katastroma-source;quartet-operator-katastroma-provisioner;quartet-operator-katastroma-pruner;quartet-operator-katastroma-source-tenant
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=get;list;watch;create;update;patch;delete
+// pharos's Role holds only ConfigMap rights the operator has itself, so it needs neither escalate nor bind.
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 
 // Reconcile fetches the Platform, handles its deletion, writes every child and patches status once, only if changed.
@@ -113,18 +118,30 @@ func (r *PlatformReconciler) writeChildren(ctx context.Context, p *gitopsv1alpha
 			if l.Spec.Selector == nil {
 				l.Spec.Selector = d.Spec.Selector // immutable once created
 			}
+			// pharos renders Recreate (one writer of its state ConfigMap); the whole strategy is replaced, since
+			// Recreate admits no rollingUpdate parameters. The other stages keep what the API server defaulted.
+			if d.Spec.Strategy.Type != "" && l.Spec.Strategy.Type != d.Spec.Strategy.Type {
+				l.Spec.Strategy = d.Spec.Strategy
+			}
 		}); err != nil {
 			return err
 		}
 		svc := platform.Service(p, stage)
-		if err := r.own(ctx, p, svc, &corev1.Service{}, func(live client.Object) {
-			l := live.(*corev1.Service)
-			l.Labels, l.Spec.Selector = svc.Labels, svc.Spec.Selector
-			if !equality.Semantic.DeepDerivative(svc.Spec.Ports, l.Spec.Ports) {
-				l.Spec.Ports = svc.Spec.Ports
-			}
-		}); err != nil {
+		if replaced, err := r.replaceClusterIP(ctx, p, svc); err != nil {
 			return err
+		} else if !replaced {
+			if err := r.own(ctx, p, svc, &corev1.Service{}, func(live client.Object) {
+				l := live.(*corev1.Service)
+				l.Labels, l.Spec.Selector = svc.Labels, svc.Spec.Selector
+				if l.ResourceVersion == "" {
+					l.Spec.ClusterIP = svc.Spec.ClusterIP // immutable once created (replaceClusterIP)
+				}
+				if !equality.Semantic.DeepDerivative(svc.Spec.Ports, l.Spec.Ports) {
+					l.Spec.Ports = svc.Spec.Ports
+				}
+			}); err != nil {
+				return err
+			}
 		}
 		np := platform.NetworkPolicy(p, stage)
 		if err := r.own(ctx, p, np, &networkingv1.NetworkPolicy{}, func(live client.Object) {
@@ -139,6 +156,9 @@ func (r *PlatformReconciler) writeChildren(ctx context.Context, p *gitopsv1alpha
 		if err := r.clusterRBAC(ctx, p, stage); err != nil {
 			return err
 		}
+	}
+	if err := r.deleteOldRoles(ctx, p); err != nil {
+		return err
 	}
 	role, rb := platform.PharosRole(p)
 	if err := r.own(ctx, p, role, &rbacv1.Role{}, func(live client.Object) {
@@ -160,6 +180,41 @@ func (r *PlatformReconciler) writeChildren(ctx context.Context, p *gitopsv1alpha
 	})
 }
 
+// replaceClusterIP deletes a stage's Service that has a cluster IP where the render wants a headless one (as
+// operators before the balanced stages created them): spec.clusterIP is immutable, so the Service is created
+// again, here and directly — the cache still holds the deleted Service for a moment, so a CreateOrUpdate through it
+// would update the deleted object and stop the pass. Only a Service the Platform controls is deleted; another one
+// is a conflict the Platform reports. replaced says the headless Service was created. Callers re-resolve within a
+// connection age (docs/gitops.md "Balancing").
+func (r *PlatformReconciler) replaceClusterIP(ctx context.Context, p *gitopsv1alpha1.Platform, desired *corev1.Service) (replaced bool, err error) {
+	if desired.Spec.ClusterIP != corev1.ClusterIPNone {
+		return false, nil
+	}
+	live := &corev1.Service{}
+	err = r.Get(ctx, client.ObjectKeyFromObject(desired), live)
+	if apierrors.IsNotFound(err) || (err == nil && live.Spec.ClusterIP == corev1.ClusterIPNone) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading Service %s: %w", desired.Name, err)
+	}
+	if !metav1.IsControlledBy(live, p) {
+		return false, fmt.Errorf("service %s has a cluster IP and is not controlled by Platform %s: delete it so the "+
+			"Platform can create its headless Service", desired.Name, p.Name)
+	}
+	if err := r.Delete(ctx, live, client.Preconditions{UID: &live.UID}); err != nil && !apierrors.IsNotFound(err) {
+		return false, fmt.Errorf("deleting Service %s to make it headless: %w", desired.Name, err)
+	}
+	svc := desired.DeepCopy()
+	if err := controllerutil.SetControllerReference(p, svc, r.Scheme()); err != nil {
+		return false, err
+	}
+	if err := r.Create(ctx, svc); err != nil {
+		return false, fmt.Errorf("creating the headless Service %s: %w", desired.Name, err)
+	}
+	return true, nil
+}
+
 // own creates desired, or updates the live object with set applied, with the Platform as controller.
 func (r *PlatformReconciler) own(ctx context.Context, p *gitopsv1alpha1.Platform, desired, live client.Object, set func(client.Object)) error {
 	live.SetNamespace(desired.GetNamespace())
@@ -174,19 +229,20 @@ func (r *PlatformReconciler) own(ctx context.Context, p *gitopsv1alpha1.Platform
 	return nil
 }
 
-// finalize deletes the cluster-scoped RBAC and the source stage's Roles in tenant namespaces; the namespaced children go with the Platform (owner references).
+// finalize deletes the ClusterRoleBindings and the source stage's RoleBindings in tenant namespaces; the
+// namespaced children go with the Platform (owner references).
 func (r *PlatformReconciler) finalize(ctx context.Context, p *gitopsv1alpha1.Platform) error {
 	if !controllerutil.ContainsFinalizer(p, PlatformFinalizer) {
 		return nil
 	}
-	sel := client.MatchingLabels{platform.PlatformLabel: p.Namespace + "." + p.Name}
-	if err := r.DeleteAllOf(ctx, &rbacv1.ClusterRoleBinding{}, sel); err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	if err := r.DeleteAllOf(ctx, &rbacv1.ClusterRole{}, sel); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.deleteClusterBindings(ctx, p); err != nil {
 		return err
 	}
 	if err := r.pruneSourceTenantRBAC(ctx, p, nil); err != nil {
+		return err
+	}
+	// A Platform deleted before it was reconciled by this operator may still have its own roles.
+	if err := r.deleteOldRoles(ctx, p); err != nil {
 		return err
 	}
 	patch := client.MergeFrom(p.DeepCopy())

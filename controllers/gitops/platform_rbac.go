@@ -2,6 +2,7 @@ package gitops
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,37 +17,77 @@ import (
 	"github.com/quartet-dev/quartet-operator/internal/gitops/platform"
 )
 
-// clusterRBAC writes a stage's ClusterRole and ClusterRoleBinding, labelled for the finalizer to find. An existing
-// object labelled for another Platform is refused rather than rewritten (platform.ConflictError).
-func (r *PlatformReconciler) clusterRBAC(ctx context.Context, p *gitopsv1alpha1.Platform, stage string) error {
-	cr, crb := platform.ClusterRole(p, stage), platform.ClusterRoleBinding(p, stage)
-	if cr == nil {
-		return nil
+// deleteClusterBindings deletes p's ClusterRoleBindings. One at a time: the operator is not granted
+// deletecollection.
+func (r *PlatformReconciler) deleteClusterBindings(ctx context.Context, p *gitopsv1alpha1.Platform) error {
+	var crbs rbacv1.ClusterRoleBindingList
+	if err := r.List(ctx, &crbs, client.MatchingLabels{platform.PlatformLabel: platform.OwnerValue(p)}); err != nil {
+		return fmt.Errorf("listing ClusterRoleBindings: %w", err)
 	}
-	liveCR := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: cr.Name}}
-	if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, liveCR, func() error {
-		if err := platform.CheckOwner(p, "ClusterRole", liveCR); err != nil {
-			return err
+	for i := range crbs.Items {
+		if err := r.Delete(ctx, &crbs.Items[i]); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting ClusterRoleBinding %s: %w", crbs.Items[i].Name, err)
 		}
-		liveCR.Labels, liveCR.Rules = cr.Labels, cr.Rules
-		return nil
-	}); err != nil {
-		return fmt.Errorf("writing ClusterRole %s: %w", cr.Name, err)
-	}
-	liveCRB := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: crb.Name}}
-	if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, liveCRB, func() error {
-		if err := platform.CheckOwner(p, "ClusterRoleBinding", liveCRB); err != nil {
-			return err
-		}
-		liveCRB.Labels, liveCRB.RoleRef, liveCRB.Subjects = crb.Labels, crb.RoleRef, crb.Subjects
-		return nil
-	}); err != nil {
-		return fmt.Errorf("writing ClusterRoleBinding %s: %w", crb.Name, err)
 	}
 	return nil
 }
 
-// sourceTenantRBAC writes the source stage's Role and RoleBinding into every tenant namespace and removes them
+// clusterRBAC binds a stage's ServiceAccount to its shipped ClusterRole, with a binding labelled for the finalizer
+// to find. An existing binding labelled for another Platform is refused rather than rewritten
+// (platform.ConflictError).
+func (r *PlatformReconciler) clusterRBAC(ctx context.Context, p *gitopsv1alpha1.Platform, stage string) error {
+	crb := platform.ClusterRoleBinding(p, stage)
+	if crb == nil {
+		return nil
+	}
+	live := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: crb.Name}}
+	return r.writeBinding(ctx, p, "ClusterRoleBinding", live, crb, crb.RoleRef, func() {
+		live.Labels, live.RoleRef, live.Subjects = crb.Labels, crb.RoleRef, crb.Subjects
+	})
+}
+
+// errRoleRefChanged stops an update of a binding whose roleRef differs: roleRef is immutable.
+var errRoleRefChanged = errors.New("roleRef changed")
+
+// writeBinding creates or updates a binding of p. A binding of p that refers to another role (one an older
+// operator bound to the per-Platform roles it created) is deleted and created again, since roleRef is immutable.
+func (r *PlatformReconciler) writeBinding(ctx context.Context, p *gitopsv1alpha1.Platform, kind string,
+	live, desired client.Object, ref rbacv1.RoleRef, set func()) error {
+	key := client.ObjectKeyFromObject(desired)
+	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, live, func() error {
+		if err := platform.CheckOwner(p, kind, live); err != nil {
+			return err
+		}
+		if live.GetResourceVersion() != "" && roleRef(live) != ref {
+			return errRoleRefChanged
+		}
+		set()
+		return nil
+	})
+	if errors.Is(err, errRoleRefChanged) {
+		uid := live.GetUID()
+		if err := r.Delete(ctx, live, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting %s %s to change its roleRef: %w", kind, key, err)
+		}
+		err = r.Create(ctx, desired.DeepCopyObject().(client.Object))
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s %s: %w", kind, key, err)
+	}
+	return nil
+}
+
+func roleRef(binding client.Object) rbacv1.RoleRef {
+	switch b := binding.(type) {
+	case *rbacv1.ClusterRoleBinding:
+		return b.RoleRef
+	case *rbacv1.RoleBinding:
+		return b.RoleRef
+	}
+	return rbacv1.RoleRef{}
+}
+
+// sourceTenantRBAC binds the source stage's tenant ClusterRole in every tenant namespace and removes the bindings
 // from namespaces that are no longer tenants. They cannot be owned across namespaces: the finalizer removes them
 // by label.
 func (r *PlatformReconciler) sourceTenantRBAC(ctx context.Context, p *gitopsv1alpha1.Platform) error {
@@ -60,33 +101,47 @@ func (r *PlatformReconciler) sourceTenantRBAC(ctx context.Context, p *gitopsv1al
 			continue
 		}
 		keep[ns.Name] = true
-		role, rb := platform.SourceTenantRole(p, ns.Name)
-		liveRole := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: role.Name}}
-		if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, liveRole, func() error {
-			if err := platform.CheckOwner(p, "Role", liveRole); err != nil {
-				return err
-			}
-			liveRole.Labels, liveRole.Rules = role.Labels, role.Rules
-			return nil
+		rb := platform.SourceTenantRoleBinding(p, ns.Name)
+		live := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: rb.Name}}
+		if err := r.writeBinding(ctx, p, "RoleBinding", live, rb, rb.RoleRef, func() {
+			live.Labels, live.RoleRef, live.Subjects = rb.Labels, rb.RoleRef, rb.Subjects
 		}); err != nil {
-			return fmt.Errorf("writing Role %s/%s: %w", ns.Name, role.Name, err)
-		}
-		liveRB := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: rb.Name}}
-		if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, liveRB, func() error {
-			if err := platform.CheckOwner(p, "RoleBinding", liveRB); err != nil {
-				return err
-			}
-			liveRB.Labels, liveRB.RoleRef, liveRB.Subjects = rb.Labels, rb.RoleRef, rb.Subjects
-			return nil
-		}); err != nil {
-			return fmt.Errorf("writing RoleBinding %s/%s: %w", ns.Name, rb.Name, err)
+			return err
 		}
 	}
 	return r.pruneSourceTenantRBAC(ctx, p, keep)
 }
 
-// pruneSourceTenantRBAC deletes the Platform's Roles and RoleBindings outside the keep namespaces (all of them
-// when keep is nil).
+// deleteOldRoles deletes the ClusterRoles and the source stage's tenant Roles that operators before the shipped
+// roles created for p, once writeBinding has rebound every binding of p to the shipped roles.
+func (r *PlatformReconciler) deleteOldRoles(ctx context.Context, p *gitopsv1alpha1.Platform) error {
+	sel := client.MatchingLabels{platform.PlatformLabel: platform.OwnerValue(p)}
+	var crs rbacv1.ClusterRoleList
+	if err := r.List(ctx, &crs, sel); err != nil {
+		return fmt.Errorf("listing old ClusterRoles: %w", err)
+	}
+	for i := range crs.Items {
+		if err := r.Delete(ctx, &crs.Items[i]); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting old ClusterRole %s: %w", crs.Items[i].Name, err)
+		}
+	}
+	var roles rbacv1.RoleList
+	if err := r.List(ctx, &roles, sel); err != nil {
+		return fmt.Errorf("listing old Roles: %w", err)
+	}
+	for i := range roles.Items {
+		// pharos's Role, in the Platform's namespace, is current.
+		if role := &roles.Items[i]; role.Name == platform.ClusterName(p, gitopsv1alpha1.StageSource) {
+			if err := r.Delete(ctx, role); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("deleting old Role %s/%s: %w", role.Namespace, role.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// pruneSourceTenantRBAC deletes the source stage's tenant RoleBindings outside the keep namespaces (all of them when
+// keep is nil).
 func (r *PlatformReconciler) pruneSourceTenantRBAC(ctx context.Context, p *gitopsv1alpha1.Platform, keep map[string]bool) error {
 	sel := client.MatchingLabels{platform.PlatformLabel: platform.OwnerValue(p)}
 	var rbs rbacv1.RoleBindingList
@@ -94,20 +149,9 @@ func (r *PlatformReconciler) pruneSourceTenantRBAC(ctx context.Context, p *gitop
 		return err
 	}
 	for i := range rbs.Items {
-		// The Platform's own namespace holds pharos's Role, which the owner reference removes.
-		if rb := &rbs.Items[i]; rb.Namespace != p.Namespace && !keep[rb.Namespace] {
+		// By name: pharos's RoleBinding, in the Platform's namespace, goes with its owner reference.
+		if rb := &rbs.Items[i]; rb.Name == platform.ClusterName(p, gitopsv1alpha1.StageSource) && !keep[rb.Namespace] {
 			if err := r.Delete(ctx, rb); err != nil && !apierrors.IsNotFound(err) {
-				return err
-			}
-		}
-	}
-	var roles rbacv1.RoleList
-	if err := r.List(ctx, &roles, sel); err != nil {
-		return err
-	}
-	for i := range roles.Items {
-		if role := &roles.Items[i]; role.Namespace != p.Namespace && !keep[role.Namespace] {
-			if err := r.Delete(ctx, role); err != nil && !apierrors.IsNotFound(err) {
 				return err
 			}
 		}

@@ -25,41 +25,42 @@ func TestPlatformSourceRolesFollowTenantNamespacesAndConflictsAreRefused(t *test
 	g.Expect(env.Client.Create(ctx, tn)).To(Succeed())
 	p := &gitopsv1alpha1.Platform{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "main"},
 		Spec: gitopsv1alpha1.PlatformSpec{Image: "example.com/katastroma:v1", CollectorEndpoint: "otel.obs.svc:4317"}}
-	// A ClusterRole under the pruner's name, labelled for another Platform, is there first.
-	foreign := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: platform.ClusterName(p, "pruner"),
-		Labels: map[string]string{platform.PlatformLabel: "other.platform"}}}
+	// A ClusterRoleBinding under the pruner's name, labelled for another Platform, is there first.
+	foreign := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: platform.ClusterName(p, "pruner"),
+		Labels: map[string]string{platform.PlatformLabel: "other.platform"}},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"}}
 	g.Expect(env.Client.Create(ctx, foreign)).To(Succeed())
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
 
 	roleKey := types.NamespacedName{Namespace: tenantNS, Name: platform.ClusterName(p, "source")}
 	g.Eventually(func(g Gomega) {
-		get(g, roleKey, &rbacv1.Role{})
-		get(g, roleKey, &rbacv1.RoleBinding{})
+		rb := &rbacv1.RoleBinding{}
+		get(g, roleKey, rb)
+		g.Expect(rb.RoleRef.Name).To(Equal(platform.SourceTenantClusterRole))
 		got := &gitopsv1alpha1.Platform{}
 		get(g, client.ObjectKeyFromObject(p), got)
 		g.Expect(got.Status.Conditions).To(ContainElement(And(HaveField("Type", gitopsv1alpha1.ConditionReady),
 			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", gitopsv1alpha1.ReasonRBACConflict),
 			HaveField("Message", ContainSubstring("belongs to Platform other.platform")))))
-		cr := &rbacv1.ClusterRole{}
-		get(g, client.ObjectKeyFromObject(foreign), cr)
-		g.Expect(cr.Rules).To(BeEmpty(), "the foreign ClusterRole is not rewritten")
+		crb := &rbacv1.ClusterRoleBinding{}
+		get(g, client.ObjectKeyFromObject(foreign), crb)
+		g.Expect(crb.Subjects).To(BeEmpty(), "the foreign ClusterRoleBinding is not rewritten")
 	}).Should(Succeed())
 
-	// The namespace stops being a tenant's: the source stage's Role goes.
+	// The namespace stops being a tenant's: the source stage's RoleBinding goes.
 	g.Eventually(func(g Gomega) {
 		get(g, client.ObjectKeyFromObject(tn), tn)
 		delete(tn.Labels, gitopsv1alpha1.LabelTenant)
 		g.Expect(env.Client.Update(ctx, tn)).To(Succeed())
 	}).Should(Succeed())
 	g.Eventually(func(g Gomega) {
-		g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, roleKey, &rbacv1.Role{}))).To(BeTrue())
 		g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, roleKey, &rbacv1.RoleBinding{}))).To(BeTrue())
 	}).Should(Succeed())
 
-	// Cleanup leaves the foreign ClusterRole alone.
+	// Cleanup leaves the foreign ClusterRoleBinding alone.
 	g.Expect(env.Client.Delete(ctx, p)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(p), &gitopsv1alpha1.Platform{}))).To(BeTrue())
 	}).Should(Succeed())
-	get(g, client.ObjectKeyFromObject(foreign), &rbacv1.ClusterRole{})
+	get(g, client.ObjectKeyFromObject(foreign), &rbacv1.ClusterRoleBinding{})
 }

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -18,15 +17,6 @@ import (
 	gitopsv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gitops/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/platform"
 )
-
-// rollOut plays kube-controller-manager for a Deployment: every wanted replica is ready.
-func rollOut(g Gomega, ns, name string) {
-	d := &appsv1.Deployment{}
-	get(g, types.NamespacedName{Namespace: ns, Name: name}, d)
-	d.Status.ObservedGeneration = d.Generation
-	d.Status.Replicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas = *d.Spec.Replicas, *d.Spec.Replicas, *d.Spec.Replicas
-	g.Expect(env.Client.Status().Update(context.Background(), d)).To(Succeed())
-}
 
 func TestPlatformDeploysScalesAndRepairs(t *testing.T) {
 	g := NewWithT(t)
@@ -37,7 +27,7 @@ func TestPlatformDeploysScalesAndRepairs(t *testing.T) {
 		Spec: gitopsv1alpha1.PlatformSpec{Image: "example.com/katastroma:v1", CollectorEndpoint: "otel.obs.svc:4317"}}
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
 
-	// Every child exists, owned by the Platform; nothing is ready yet.
+	// Every child exists, owned by the Platform.
 	g.Eventually(func(g Gomega) {
 		for _, stage := range platform.Stages {
 			key := types.NamespacedName{Namespace: ns, Name: platform.Name(stage)}
@@ -49,22 +39,17 @@ func TestPlatformDeploysScalesAndRepairs(t *testing.T) {
 		}
 		get(g, types.NamespacedName{Namespace: ns, Name: platform.CollectorConfigMapName}, &corev1.ConfigMap{})
 		get(g, types.NamespacedName{Namespace: ns, Name: platform.Name("pharos")}, &rbacv1.RoleBinding{})
-		cr := &rbacv1.ClusterRole{}
-		get(g, types.NamespacedName{Name: platform.ClusterName(p, "provisioner")}, cr)
-		g.Expect(cr.Rules).To(ContainElement(And(HaveField("Verbs", []string{"impersonate"}),
-			HaveField("ResourceNames", []string{"provisioner"}))))
+		crb := &rbacv1.ClusterRoleBinding{}
+		get(g, types.NamespacedName{Name: platform.ClusterName(p, "provisioner")}, crb)
+		g.Expect(crb.RoleRef.Name).To(Equal(platform.ProvisionerClusterRole))
 		get(g, types.NamespacedName{Name: platform.ClusterName(p, "pruner")}, &rbacv1.ClusterRoleBinding{})
 		got := &gitopsv1alpha1.Platform{}
 		get(g, client.ObjectKeyFromObject(p), got)
 		g.Expect(got.Status.Stages).To(HaveLen(len(platform.Stages)))
-		g.Expect(got.Status.Conditions).To(ContainElement(And(HaveField("Type", gitopsv1alpha1.ConditionReady),
-			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", gitopsv1alpha1.ReasonProgressing))))
 	}).Should(Succeed())
 
-	// Rolled out: Ready, with per-stage ready replicas and endpoints.
-	for _, stage := range platform.Stages {
-		g.Eventually(func(g Gomega) { rollOut(g, ns, platform.Name(stage)) }).Should(Succeed())
-	}
+	// Rolled out by the Deployment controller and the simulated kubelet: Ready, with per-stage ready replicas and
+	// endpoints.
 	g.Eventually(func(g Gomega) {
 		got := &gitopsv1alpha1.Platform{}
 		get(g, client.ObjectKeyFromObject(p), got)
@@ -91,11 +76,10 @@ func TestPlatformDeploysScalesAndRepairs(t *testing.T) {
 		g.Expect(*d.Spec.Replicas).To(BeEquivalentTo(3))
 		fresh := &gitopsv1alpha1.Platform{}
 		get(g, client.ObjectKeyFromObject(p), fresh)
-		// The new generation is not observed yet, so its ready replicas are not counted.
 		g.Expect(fresh.Status.Stages).To(ContainElement(And(HaveField("Name", "renderer"), HaveField("Replicas", BeEquivalentTo(3)),
-			HaveField("ReadyReplicas", BeEquivalentTo(0)))))
+			HaveField("ReadyReplicas", BeEquivalentTo(3)))))
 		g.Expect(fresh.Status.Conditions).To(ContainElement(And(HaveField("Type", gitopsv1alpha1.ConditionReady),
-			HaveField("Status", metav1.ConditionFalse))))
+			HaveField("Status", metav1.ConditionTrue))))
 	}).Should(Succeed())
 
 	// A child deleted out of band is put back.
@@ -119,13 +103,5 @@ func TestPlatformDeploysScalesAndRepairs(t *testing.T) {
 		g.Expect(fresh.Status.Conditions).To(ContainElement(And(HaveField("Type", gitopsv1alpha1.ConditionStalled),
 			HaveField("Status", metav1.ConditionTrue), HaveField("Message", ContainSubstring("spec.crashTimeout")))))
 	}).Should(Succeed())
-
-	// Deleting the Platform removes its cluster RBAC (namespaced children follow through owner references).
-	g.Expect(env.Client.Delete(ctx, p)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		err := env.Client.Get(ctx, types.NamespacedName{Name: platform.ClusterName(p, "provisioner")}, &rbacv1.ClusterRole{})
-		g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
-		err = env.Client.Get(ctx, client.ObjectKeyFromObject(p), &gitopsv1alpha1.Platform{})
-		g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
-	}).Should(Succeed())
+	// Deletion and its cascade are observed in test/e2e (TestPlatformDeletionCascades).
 }

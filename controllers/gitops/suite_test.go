@@ -13,5 +13,7 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Main(m, &env, testenv.Options{Controllers: []string{gitops.TenantControllerName, gitops.PlatformControllerName}}))
+	// Cluster mode: stage Deployments roll out through the real controllers, and deletions cascade.
+	os.Exit(testenv.Main(m, &env, testenv.Options{Controllers: []string{gitops.TenantControllerName, gitops.PlatformControllerName},
+		Cluster: &testenv.ClusterOptions{}}))
 }

@@ -36,7 +36,8 @@ const TenantFinalizer = "katastroma.org/tenant-offboarding"
 const AnnotationCreatedBy = "katastroma.org/created-by"
 
 // TenantReconciler creates and owns a Tenant's namespaces and, in each, the provisioner and pruner
-// ServiceAccounts, their Roles and RoleBindings and the webhook Secret.
+// ServiceAccounts, their Roles and RoleBindings and the webhook Secret; in the first, the tenant's Grafana
+// dashboard ConfigMap.
 type TenantReconciler struct {
 	client.Client
 	// APIReader reads Secrets uncached: the manager does not cache Secrets cluster-wide.
@@ -49,6 +50,7 @@ type TenantReconciler struct {
 // +kubebuilder:rbac:groups=katastroma.org,resources=tenants/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=namespaces;serviceaccounts,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete;escalate;bind
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -96,7 +98,7 @@ func (e *claimedError) Error() string {
 // namespaces creates or adopts each namespace and writes its children; it returns the namespaces fully set up.
 func (r *TenantReconciler) namespaces(ctx context.Context, t *gitopsv1alpha1.Tenant) ([]string, error) {
 	var ready []string
-	for _, name := range t.Spec.Namespaces {
+	for i, name := range t.Spec.Namespaces {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		err := r.Get(ctx, client.ObjectKeyFromObject(ns), ns)
 		switch {
@@ -124,6 +126,9 @@ func (r *TenantReconciler) namespaces(ctx context.Context, t *gitopsv1alpha1.Ten
 		}
 		if err := r.children(ctx, t, name); err != nil {
 			return ready, fmt.Errorf("namespace %s: %w", name, err)
+		}
+		if err := r.dashboard(ctx, t, name, i == 0); err != nil {
+			return ready, fmt.Errorf("namespace %s: dashboard: %w", name, err)
 		}
 		ready = append(ready, name)
 	}
@@ -159,7 +164,10 @@ func equalMeta(a, b *corev1.Namespace) bool {
 
 // release gives an adopted namespace back: the identities the Tenant wrote there are deleted and the tenant
 // label removed; the namespace and everything else in it stay.
-func (r *TenantReconciler) release(ctx context.Context, ns *corev1.Namespace) error {
+func (r *TenantReconciler) release(ctx context.Context, t *gitopsv1alpha1.Tenant, ns *corev1.Namespace) error {
+	if err := r.deleteDashboard(ctx, t, ns.Name); err != nil {
+		return fmt.Errorf("namespace %s: deleting the dashboard: %w", ns.Name, err)
+	}
 	for _, sa := range []string{gitopsv1alpha1.ProvisionerServiceAccount, gitopsv1alpha1.PrunerServiceAccount} {
 		for _, obj := range []client.Object{
 			&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "katastroma-" + sa}},
@@ -179,7 +187,7 @@ func (r *TenantReconciler) release(ctx context.Context, ns *corev1.Namespace) er
 // leave deletes a namespace the Tenant created and releases one it adopted.
 func (r *TenantReconciler) leave(ctx context.Context, t *gitopsv1alpha1.Tenant, ns *corev1.Namespace) error {
 	if !createdBy(ns, t) {
-		if err := r.release(ctx, ns); err != nil {
+		if err := r.release(ctx, t, ns); err != nil {
 			return err
 		}
 		r.Recorder.Eventf(t, ns, corev1.EventTypeNormal, "NamespaceReleased", "Offboard", "released adopted namespace %s", ns.Name)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -94,7 +95,7 @@ func TestTenantOnboardingRepairAndOffboarding(t *testing.T) {
 				g.Expect(metav1.GetControllerOf(ns)).To(HaveField("UID", got.UID))
 				g.Expect(ns.Annotations).To(HaveKeyWithValue(gitops.AnnotationCreatedBy, name))
 			}
-			for sa, verbs := range map[string][]string{"provisioner": {"create", "patch", "update"}, "pruner": {"delete"}} {
+			for sa, verbs := range map[string][]string{"provisioner": {"get", "list", "create", "patch", "update"}, "pruner": {"get", "list", "delete"}} {
 				get(g, types.NamespacedName{Namespace: nsName, Name: sa}, &corev1.ServiceAccount{})
 				role := &rbacv1.Role{}
 				get(g, types.NamespacedName{Namespace: nsName, Name: "katastroma-" + sa}, role)
@@ -114,14 +115,16 @@ func TestTenantOnboardingRepairAndOffboarding(t *testing.T) {
 		}
 	}).Should(Succeed())
 
-	// The identities are what the pipeline impersonates: the provisioner writes, it does not read.
+	// The identities are what the pipeline impersonates: the provisioner reads and writes what the tenant may
+	// deploy, and reads nothing else.
 	prov := rest.CopyConfig(env.Config)
 	prov.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + adopted + ":provisioner"}
 	pc, err := client.New(prov, client.Options{Scheme: env.Client.Scheme()})
 	g.Expect(err).NotTo(HaveOccurred())
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: adopted, Name: "deployed"}}
 	g.Expect(pc.Create(ctx, cm)).To(Succeed())
-	g.Expect(apierrors.IsForbidden(pc.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{}))).To(BeTrue())
+	g.Expect(pc.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{})).To(Succeed())
+	g.Expect(apierrors.IsForbidden(pc.List(ctx, &corev1.PodList{}, client.InNamespace(adopted)))).To(BeTrue())
 	g.Expect(apierrors.IsForbidden(pc.Delete(ctx, cm))).To(BeTrue(), "deleting is the pruner's")
 
 	// A child deleted out of band comes back.
@@ -142,10 +145,9 @@ func TestTenantOnboardingRepairAndOffboarding(t *testing.T) {
 	}).Should(Succeed())
 	g.Eventually(func(g Gomega) {
 		readyTenant(g, name)
-		ns := &corev1.Namespace{}
-		err := env.Client.Get(ctx, types.NamespacedName{Name: name + "-prod"}, ns)
-		g.Expect(apierrors.IsNotFound(err) || ns.DeletionTimestamp != nil).To(BeTrue())
-	}).Should(Succeed())
+		err := env.Client.Get(ctx, types.NamespacedName{Name: name + "-prod"}, &corev1.Namespace{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the namespace controller removed the created namespace")
+	}).WithTimeout(time.Minute).Should(Succeed())
 	s := &corev1.Secret{}
 	get(g, types.NamespacedName{Namespace: adopted, Name: gitopsv1alpha1.WebhookSecretName}, s)
 	g.Expect(s.Data[gitopsv1alpha1.WebhookSecretKey]).To(Equal(secret))
@@ -170,28 +172,6 @@ func TestTenantOnboardingRepairAndOffboarding(t *testing.T) {
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the Tenant's identities leave with it")
 	err = env.Client.Get(ctx, types.NamespacedName{Namespace: adopted, Name: "katastroma-pruner"}, &rbacv1.RoleBinding{})
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
-}
-
-// TestTenantOffboardingDeletesCreatedNamespaces: a namespace the Tenant created is marked and deleted on offboarding.
-func TestTenantOffboardingDeletesCreatedNamespaces(t *testing.T) {
-	g := NewWithT(t)
-	ctx := context.Background()
-	name := "tenant-created"
-	g.Expect(env.Client.Create(ctx, newTenant(name, name+"-dev"))).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		readyTenant(g, name)
-		ns := &corev1.Namespace{}
-		get(g, types.NamespacedName{Name: name + "-dev"}, ns)
-		g.Expect(ns.Annotations).To(HaveKeyWithValue(gitops.AnnotationCreatedBy, name))
-	}).Should(Succeed())
-	g.Expect(env.Client.Delete(ctx, &gitopsv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name}})).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		err := env.Client.Get(ctx, types.NamespacedName{Name: name}, &gitopsv1alpha1.Tenant{})
-		g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
-		ns := &corev1.Namespace{}
-		err = env.Client.Get(ctx, types.NamespacedName{Name: name + "-dev"}, ns)
-		g.Expect(apierrors.IsNotFound(err) || ns.DeletionTimestamp != nil).To(BeTrue())
-	}).Should(Succeed())
 }
 
 func TestTenantAdmission(t *testing.T) {

@@ -95,6 +95,17 @@ type PlatformSpec struct {
 	// +kubebuilder:validation:Maximum=20
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Replay Limit"
 	ReplayLimit int32 `json:"replayLimit,omitempty"`
+	// RPCTimeout is every pipeline stage's --rpc-timeout: the deadline of each stage RPC. The source handler's
+	// call carries an event through every later stage, so it bounds one event; GitTimeout + RPCTimeout must
+	// stay below LeaseStaleAfter (defaults count for unset fields). Unset: the stages' default (5m).
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="RPC Timeout"
+	RPCTimeout *metav1.Duration `json:"rpcTimeout,omitempty"`
+	// GitTimeout is the source handler's --git-timeout: the deadline of each git fetch or ref listing. Unset: the
+	// source handler's default (2m). See RPCTimeout for the bound both share.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Git Timeout"
+	GitTimeout *metav1.Duration `json:"gitTimeout,omitempty"`
 }
 
 // StageStatus is what the controller observed of one stage.
@@ -136,7 +147,7 @@ type PlatformStatus struct {
 // with its state ConfigMap, and the OTel Collector routing ConfigMap that sends the gitops spans to pharos.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:categories=katastroma
+// +kubebuilder:resource:shortName=kplat,categories=katastroma
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`

@@ -99,7 +99,7 @@ type TenantStatus struct {
 // impersonate, their RBAC and the webhook Secret. Deleting the Tenant offboards it: its namespaces are deleted.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Cluster,categories=katastroma
+// +kubebuilder:resource:scope=Cluster,shortName=ktnt,categories=katastroma
 // +kubebuilder:printcolumn:name="Namespaces",type=string,JSONPath=`.status.namespaces`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`

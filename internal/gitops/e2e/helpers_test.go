@@ -24,6 +24,7 @@ import (
 
 	"github.com/quartet-dev/quartet-operator/internal/gitops/pipeline"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/source"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/tenancy"
 )
 
 const webhookSecret = "t0p-s3cret"
@@ -191,7 +192,7 @@ func deliver(url, ns string, body []byte, secret string, event string) (int, map
 }
 
 // newTenant creates a tenant namespace with the webhook Secret and the provisioner and pruner ServiceAccounts, bound
-// to write-only roles in that namespace (plus extra cluster rules when given).
+// to the roles a Tenant grants in that namespace (plus extra cluster rules when given).
 func newTenant(ctx context.Context, clusterRules ...rbacv1.PolicyRule) string {
 	ns := "tenant-" + rand.String(6)
 	c := env.Client
@@ -203,8 +204,10 @@ func newTenant(ctx context.Context, clusterRules ...rbacv1.PolicyRule) string {
 		{APIGroups: []string{""}, Resources: []string{"configmaps", "services", "secrets", "serviceaccounts"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}},
 		{APIGroups: []string{"example.com"}, Resources: []string{"widgets"}},
+		{APIGroups: []string{"example.org"}, Resources: []string{"gadgets"}},
+		{APIGroups: []string{"autoscaling"}, Resources: []string{"horizontalpodautoscalers"}},
 	}
-	for sa, verbs := range map[string][]string{"provisioner": {"create", "patch", "update"}, "pruner": {"delete"}} {
+	for sa, verbs := range map[string][]string{"provisioner": tenancy.ProvisionerVerbs, "pruner": tenancy.PrunerVerbs} {
 		Expect(c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}})).To(Succeed())
 		var rules []rbacv1.PolicyRule
 		for _, r := range resources {

@@ -16,7 +16,9 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/quartet-dev/quartet-operator/internal/gitops/pipeline"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/runner"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/source"
 	"github.com/quartet-dev/quartet-operator/internal/operator"
@@ -29,6 +31,8 @@ var (
 	pipe     *runner.Pipeline
 	spans    *tracetest.InMemoryExporter
 	hookFunc atomic.Pointer[func(source.Target, string)]
+	// batchHook runs in the provisioner before each write batch's lease check.
+	batchHook atomic.Pointer[func(pipeline.Context, schema.GroupKind)]
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -63,9 +67,13 @@ func setup(e *testenv.Env) (func(), error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pipe, err = runner.StartAll(ctx, runner.Options{HTTPAddr: "127.0.0.1:0", Config: e.Config,
-		Scheme: operator.NewScheme(), BeforeStream: func(t source.Target, lease string) {
+		Scheme: operator.NewScheme(), ReconcileTick: 200 * time.Millisecond, BeforeStream: func(t source.Target, lease string) {
 			if f := hookFunc.Load(); f != nil {
 				(*f)(t, lease)
+			}
+		}, BeforeBatch: func(pc pipeline.Context, gk schema.GroupKind) {
+			if f := batchHook.Load(); f != nil {
+				(*f)(pc, gk)
 			}
 		}})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"go.opentelemetry.io/otel/codes"
@@ -142,11 +143,15 @@ func TestRegistrationAPI(t *testing.T) {
 
 	code, _ = call(http.MethodDelete, base+"/web", token, nil)
 	Expect(code).To(Equal(http.StatusNoContent))
-	_, err = getCM(ctx, ns, "web")
-	Expect(apierrors.IsNotFound(err)).To(BeTrue())
 	err = env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web-credentials"}, &corev1.Secret{})
 	Expect(apierrors.IsNotFound(err)).To(BeTrue())
-	mustCM(ctx, ns, "a") // what the target deployed stays
+	// The target goes once what it deployed is pruned (its finalizer; docs/gitops.md).
+	Eventually(func(g Gomega) {
+		for _, name := range []string{"a", "web"} {
+			_, err := getCM(ctx, ns, name)
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s still exists (err %v)", name, err)
+		}
+	}, 30*time.Second).Should(Succeed())
 }
 
 // holdTenant creates the Tenant newTenant's label names, listing ns: the registration API authorises against it.

@@ -18,6 +18,7 @@ import (
 	"github.com/quartet-dev/quartet-operator/internal/gitops/pipeline"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/runner"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/stage"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/tenancy"
 )
 
 func sourceClient() katastromav1.SourceHandlerServiceClient {
@@ -56,7 +57,7 @@ func TestReplayDeploysTheFailedEventsCommit(t *testing.T) {
 	role := &rbacv1.Role{}
 	Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "provisioner"}, role)).To(Succeed())
 	role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"podtemplates"},
-		Verbs: []string{"create", "patch", "update"}})
+		Verbs: tenancy.ProvisionerVerbs})
 	Expect(env.Client.Update(ctx, role)).To(Succeed())
 
 	src := sourceClient()
@@ -94,7 +95,7 @@ func TestReplayDeploysTheFailedEventsCommit(t *testing.T) {
 	eventC := accepted(t, ns, r.pushPayload(shaC, changed))
 	Eventually(entered).Should(Receive())
 	_, err = src.Replay(ctx, &katastromav1.ReplayRequest{EventId: eventA})
-	Expect(status.Code(err)).To(Equal(grpccodes.FailedPrecondition), "%v", err)
+	Expect(stage.IsSuperseded(err)).To(BeTrue(), "superseded is final, not a refusal to retry: %v", err)
 	close(release)
 	Expect(waitEvent(t, eventC).Status.Code).NotTo(Equal(codes.Error))
 	Expect(mustCM(ctx, ns, "a").Data).To(HaveKeyWithValue("value", "C"))

@@ -207,7 +207,7 @@ func (s *stack) start(name string) {
 	switch name {
 	case pharosName:
 		args = []string{"pharos", "--otlp-grpc-address", s.addr[pharosName], "--otlp-http-address",
-			s.addr[pharosName+"-http"], "--metrics-bind-address", "0"}
+			s.addr[pharosName+"-http"], "--metrics-bind-address", "0", "--source-handlers", s.addr[runner.Source]}
 	default:
 		args = []string{name, "--grpc-bind-address", s.addr[name], "--metrics-bind-address", "0",
 			"--otlp-endpoint", s.addr["collector"]}

@@ -45,9 +45,8 @@ func tenantContext(stream grpc.ServerStream) (pipeline.Context, error) {
 }
 
 // LabelStream labels each manifest as it arrives.
-func (s *Server) LabelStream(stream grpc.BidiStreamingServer[katastromav1.Manifest, katastromav1.Manifest]) (err error) {
-	_, span := stage.Start(stream.Context(), StageName)
-	defer func() { stage.End(span, err) }()
+func (s *Server) LabelStream(stream grpc.BidiStreamingServer[katastromav1.Manifest, katastromav1.Manifest]) error {
+	ctx := stream.Context()
 	pc, err := tenantContext(stream)
 	if err != nil {
 		return err
@@ -64,7 +63,7 @@ func (s *Server) LabelStream(stream grpc.BidiStreamingServer[katastromav1.Manife
 		if err != nil {
 			return err
 		}
-		stage.CountObject(StageName, "labeled", 1)
+		stage.CountObject(ctx, StageName, "labeled", 1)
 		if err := stream.Send(out); err != nil {
 			return err
 		}
@@ -88,7 +87,7 @@ func labelAll(ctx context.Context, in []*katastromav1.Manifest) ([]*katastromav1
 		}
 		out = append(out, l)
 	}
-	stage.CountObject(StageName, "labeled", len(out))
+	stage.CountObject(ctx, StageName, "labeled", len(out))
 	return out, nil
 }
 

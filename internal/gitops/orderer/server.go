@@ -52,13 +52,13 @@ func (s *Server) order(ctx context.Context, in []*katastromav1.Manifest) ([]*kat
 		}
 		out = append(out, m)
 	}
-	stage.CountObject(StageName, "ordered", len(out))
+	stage.CountObject(ctx, StageName, "ordered", len(out))
 	return out, nil
 }
 
 // OrderStream receives manifests until the client half-closes, then streams them back in order.
 func (s *Server) OrderStream(stream grpc.BidiStreamingServer[katastromav1.Manifest, katastromav1.Manifest]) error {
-	return stage.ServeStream(StageName, stream, s.order)
+	return stage.ServeStream(stream, s.order)
 }
 
 // Order receives manifests, orders them and forwards them to the labeler (when Next is set).

@@ -38,7 +38,7 @@ func TestRestartWithConfigMapPersisterLosesNothing(t *testing.T) {
 	g := NewWithT(t)
 	src := startFakeSource(t)
 	key := types.NamespacedName{Namespace: "default", Name: "pharos-state-restart"}
-	o := testOptions()
+	o := testOptions(src.addr)
 	// Long enough that the first pharos never replays before it is stopped, even on a loaded machine.
 	o.CrashTimeout = 10 * time.Second
 	o.Persister = &ConfigMapPersister{Client: env.Client, Key: key}

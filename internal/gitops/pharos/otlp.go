@@ -27,6 +27,8 @@ const (
 	AttrSourceAddress = "katastroma.source_handler.address"
 	// AttrReplayOf, on a replay's root `event` span, is the event ID the replay re-runs.
 	AttrReplayOf = "katastroma.replay_of"
+	// AttrTenant, on the source handler's `event` and `event.started` spans, is the event's tenant.
+	AttrTenant = "tenant"
 	// RootSpanName is the name of an event's root span; SourceTargetSpanName its per-target children.
 	RootSpanName         = "event"
 	SourceTargetSpanName = "source_target"
@@ -53,7 +55,9 @@ func Spans(req *collectortrace.ExportTraceServiceRequest) []Span {
 					Root:    sp.GetName() == RootSpanName && len(sp.GetParentSpanId()) == 0,
 					Error:   sp.GetStatus().GetCode() == tracev1.Status_STATUS_CODE_ERROR,
 					Message: sp.GetStatus().GetMessage(), Address: resAddr,
-					ReplayOf: attr(sp.GetAttributes(), AttrReplayOf)}
+					ReplayOf:   attr(sp.GetAttributes(), AttrReplayOf),
+					Superseded: boolAttr(sp.GetAttributes(), stage.AttrSuperseded),
+					Tenant:     attr(sp.GetAttributes(), AttrTenant)}
 				if a := attr(sp.GetAttributes(), AttrSourceAddress); a != "" {
 					s.Address = a
 				}
@@ -71,6 +75,15 @@ func attr(kvs []*commonv1.KeyValue, key string) string {
 		}
 	}
 	return ""
+}
+
+func boolAttr(kvs []*commonv1.KeyValue, key string) bool {
+	for _, kv := range kvs {
+		if kv.GetKey() == key {
+			return kv.GetValue().GetBoolValue()
+		}
+	}
+	return false
 }
 
 // httpHandler serves OTLP/HTTP POST /v1/traces (application/x-protobuf and application/json, optionally gzip).

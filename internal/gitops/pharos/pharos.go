@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,17 +26,23 @@ var (
 	spansReceived = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "katastroma_pharos_spans_total", Help: "Gitops spans received over OTLP."})
 	replays = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "katastroma_pharos_replays_total", Help: "Replay calls, by outcome (started, refused, unknown, unreachable)."},
-		[]string{"outcome"})
-	gaveUp = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "katastroma_pharos_events_given_up_total", Help: "Events pharos stopped replaying (limit, unknown event, no address)."})
+		Name: "katastroma_pharos_replays_total", Help: "Replay calls, by outcome (started, refused, unknown, unreachable, superseded; untrusted: an address outside --source-handlers, not dialed) and tenant."},
+		[]string{"outcome", LabelTenant})
+	gaveUp = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "katastroma_pharos_events_given_up_total", Help: "Events pharos stopped replaying (limit, unknown event, no address), by tenant."},
+		[]string{LabelTenant})
 	events = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "katastroma_pharos_events", Help: "Tracked events, by state."}, []string{"state"})
+		Name: "katastroma_pharos_events", Help: "Tracked events, by state and tenant."}, []string{"state", LabelTenant})
 )
 
 func init() { ctrlmetrics.Registry.MustRegister(spansReceived, replays, gaveUp, events) }
 
-var outcomeNames = map[Outcome]string{Started: "started", Refused: "refused", Unknown: "unknown", Unreachable: "unreachable"}
+// LabelTenant is the metric label of the tenant an event belongs to (the `tenant` attribute of the source
+// handler's spans; empty while pharos has seen no span carrying it), so a tenant's dashboard can filter on it.
+const LabelTenant = "tenant"
+
+var outcomeNames = map[Outcome]string{Started: "started", Refused: "refused", Unknown: "unknown",
+	Unreachable: "unreachable", SupersededOutcome: "superseded", Untrusted: "untrusted"}
 
 // Options configures a pharos instance.
 type Options struct {
@@ -50,6 +57,10 @@ type Options struct {
 	Tick time.Duration
 	// ReplayTimeout bounds one Replay call (default 10s).
 	ReplayTimeout time.Duration
+	// SourceHandlers are the source handler addresses pharos may dial: the ones its Platform deploys
+	// (--source-handlers) plus Config.DefaultAddress. A span naming any other address is refused (Untrusted),
+	// never dialed; with neither set pharos dials nothing.
+	SourceHandlers []string
 	// Dial connects to a source handler (default stage.Dial).
 	Dial func(addr string) (*grpc.ClientConn, error)
 	// Now is the clock (default time.Now).
@@ -65,6 +76,10 @@ type Pharos struct {
 	dirty   bool
 	wake    chan struct{}
 	conns   map[string]*grpc.ClientConn
+	// trusted are the only addresses pharos dials: Options.SourceHandlers and Config.DefaultAddress.
+	trusted []string
+	// metricTenants are the tenants katastroma_pharos_events has series for (only the loop and save use it).
+	metricTenants map[string]bool
 
 	grpcLis, httpLis net.Listener
 	grpcSrv          *grpc.Server
@@ -103,10 +118,10 @@ func Start(ctx context.Context, o Options) (*Pharos, error) {
 		return nil, err
 	}
 	p := &Pharos{opts: o, tracker: NewTracker(o.Config), wake: make(chan struct{}, 1),
-		conns: map[string]*grpc.ClientConn{}, done: make(chan error, 1)}
+		conns: map[string]*grpc.ClientConn{}, done: make(chan error, 1), trusted: trustedAddresses(o)}
 	p.tracker.Restore(saved)
 	p.tracker.OnGiveUp = func(e Event) {
-		gaveUp.Inc()
+		gaveUp.WithLabelValues(e.Tenant).Inc()
 		o.Logger.Info("pharos gave up on the event", "event", e.ID, "replays", e.Replays, "reason", e.Reason)
 	}
 	if p.grpcLis, err = net.Listen("tcp", o.GRPCAddr); err != nil {
@@ -125,6 +140,17 @@ func Start(ctx context.Context, o Options) (*Pharos, error) {
 	go p.run(ctx, errs)
 	o.Logger.Info("pharos listening", "otlp-grpc", p.GRPCAddr(), "otlp-http", p.HTTPAddr(), "events", len(saved))
 	return p, nil
+}
+
+// trustedAddresses are the source handlers pharos may dial, without empties and duplicates.
+func trustedAddresses(o Options) []string {
+	var out []string
+	for _, a := range append(slices.Clone(o.SourceHandlers), o.DefaultAddress) {
+		if a != "" && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // GRPCAddr is the OTLP/gRPC listen address; HTTPAddr the OTLP/HTTP one.
@@ -213,12 +239,17 @@ func (p *Pharos) step(ctx context.Context) {
 	p.mu.Unlock()
 	for _, r := range due {
 		o, newTrace, msg := p.replay(ctx, r)
-		replays.WithLabelValues(outcomeNames[o]).Inc()
+		if o == Untrusted {
+			p.opts.Logger.Info("pharos refused a source handler address its Platform does not deploy; not dialed",
+				"event", r.EventID, "address", r.Address, "known", p.trusted)
+		}
 		p.mu.Lock()
+		before, _ := p.tracker.Get(r.EventID)
 		p.tracker.Result(p.opts.Now(), r.EventID, o, newTrace, msg)
 		e, _ := p.tracker.Get(r.EventID)
 		p.dirty = true
 		p.mu.Unlock()
+		replays.WithLabelValues(outcomeNames[o], before.Tenant).Inc()
 		p.opts.Logger.Info("replay", "event", r.EventID, "source", r.Address, "outcome", outcomeNames[o],
 			"trace", newTrace, "message", msg, "replays", e.Replays, "state", e.State)
 	}
@@ -234,12 +265,28 @@ func (p *Pharos) save(ctx context.Context) {
 	snap := p.tracker.Snapshot()
 	p.dirty = false
 	p.mu.Unlock()
-	counts := map[State]int{Running: 0, Failed: 0, Replaying: 0, Done: 0, GaveUp: 0}
-	for _, e := range snap {
-		counts[e.State]++
+	// Every state of every tenant still tracked is set (0 included), and a tenant whose events were all
+	// forgotten drops out instead of freezing at its last values.
+	type key struct {
+		state  State
+		tenant string
 	}
-	for s, n := range counts {
-		events.WithLabelValues(string(s)).Set(float64(n))
+	counts := map[key]int{}
+	tenants := map[string]bool{"": true}
+	for _, e := range snap {
+		counts[key{e.State, e.Tenant}]++
+		tenants[e.Tenant] = true
+	}
+	for tenant := range p.metricTenants {
+		if !tenants[tenant] {
+			events.DeletePartialMatch(prometheus.Labels{LabelTenant: tenant})
+		}
+	}
+	p.metricTenants = tenants
+	for tenant := range tenants {
+		for _, s := range []State{Running, Failed, Replaying, Done, GaveUp, Superseded} {
+			events.WithLabelValues(string(s), tenant).Set(float64(counts[key{s, tenant}]))
+		}
 	}
 	if err := p.opts.Persister.Save(ctx, snap); err != nil {
 		p.opts.Logger.Error(err, "saving the pharos state; retrying on the next tick")
@@ -249,8 +296,14 @@ func (p *Pharos) save(ctx context.Context) {
 	}
 }
 
-// replay calls Replay on the source handler and classifies the answer.
+// replay calls Replay on the source handler and classifies the answer. An address outside the known source
+// handlers is refused before anything is dialed: spans come from the network, and a span naming an arbitrary
+// address must not make pharos connect there.
 func (p *Pharos) replay(ctx context.Context, r Replay) (Outcome, string, string) {
+	if !slices.Contains(p.trusted, r.Address) {
+		return Untrusted, "", fmt.Sprintf("source handler %q is not one of the Platform's source handlers %v; not dialed",
+			r.Address, p.trusted)
+	}
 	conn, err := p.conn(r.Address)
 	if err != nil {
 		return Unreachable, "", err.Error()
@@ -259,6 +312,9 @@ func (p *Pharos) replay(ctx context.Context, r Replay) (Outcome, string, string)
 	defer cancel()
 	resp, err := katastromav1.NewSourceHandlerServiceClient(conn).Replay(ctx,
 		&katastromav1.ReplayRequest{EventId: r.EventID})
+	if stage.IsSuperseded(err) {
+		return SupersededOutcome, "", status.Convert(err).Message()
+	}
 	switch status.Code(err) {
 	case codes.OK:
 		return Started, resp.GetEventId(), ""

@@ -40,6 +40,7 @@ type fakeSource struct {
 	at          []time.Time
 	refuse      string // when set, every Replay is refused with this FailedPrecondition message
 	failReplays bool
+	supersede   bool // when set, every Replay answers that a newer event superseded the event
 	tracer      trace.Tracer
 	wg          sync.WaitGroup
 }
@@ -94,6 +95,9 @@ func (f *fakeSource) Replay(ctx context.Context, req *katastromav1.ReplayRequest
 	if f.refuse != "" {
 		return nil, status.Error(grpccodes.FailedPrecondition, f.refuse)
 	}
+	if f.supersede {
+		return nil, stage.Superseded("event " + req.GetEventId() + " was superseded by a newer event")
+	}
 	_, span := tracer.Start(context.Background(), RootSpanName, trace.WithNewRoot(),
 		trace.WithAttributes(attribute.String(AttrReplayOf, req.GetEventId())))
 	failReplay := f.failReplays
@@ -139,10 +143,11 @@ func httpExporter(t *testing.T, p *Pharos) sdktrace.SpanExporter {
 	return exp
 }
 
-func testOptions() Options {
+// testOptions configures a quick pharos that trusts the given source handlers (the fake ones of the test).
+func testOptions(sourceHandlers ...string) Options {
 	return Options{Config: Config{CrashTimeout: time.Hour, ReplayLimit: 3, BackoffBase: 50 * time.Millisecond,
 		BackoffMax: 200 * time.Millisecond}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
-		Tick: 20 * time.Millisecond, Logger: logr.Discard()}
+		Tick: 20 * time.Millisecond, Logger: logr.Discard(), SourceHandlers: sourceHandlers}
 }
 
 // startPharos runs pharos until the test ends (or until the returned stop is called).
@@ -180,7 +185,7 @@ func TestErrorSpanReplaysOnce(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
 			src := startFakeSource(t)
-			p, _ := startPharos(t, testOptions())
+			p, _ := startPharos(t, testOptions(src.addr))
 			tr := tracerTo(t, exporter(t, p), src.addr)
 			src.setTracer(tr)
 
@@ -208,7 +213,7 @@ func eventOf(g Gomega, p *Pharos, id string) Event {
 func TestOTLPJSONOverHTTP(t *testing.T) {
 	g := NewWithT(t)
 	src := startFakeSource(t)
-	o := testOptions()
+	o := testOptions(src.addr)
 	o.MaxBodyBytes = 4096
 	p, _ := startPharos(t, o)
 	src.setTracer(tracerTo(t, httpExporter(t, p), src.addr))
@@ -242,7 +247,7 @@ func TestOTLPJSONOverHTTP(t *testing.T) {
 func TestCrashDetectionReplaysUnfinishedEvent(t *testing.T) {
 	g := NewWithT(t)
 	src := startFakeSource(t)
-	o := testOptions()
+	o := testOptions(src.addr)
 	o.CrashTimeout = 500 * time.Millisecond
 	p, _ := startPharos(t, o)
 	tr := tracerTo(t, grpcExporter(t, p), src.addr)
@@ -268,12 +273,12 @@ func TestReplayLimitStopsWithReason(t *testing.T) {
 	g := NewWithT(t)
 	src := startFakeSource(t)
 	src.failReplays = true
-	o := testOptions()
+	o := testOptions(src.addr)
 	o.ReplayLimit = 2
 	p, _ := startPharos(t, o)
 	tr := tracerTo(t, grpcExporter(t, p), src.addr)
 	src.setTracer(tr)
-	before := testutil.ToFloat64(gaveUp)
+	before := testutil.ToFloat64(gaveUp.WithLabelValues(""))
 
 	id := failingEvent(tr)
 	g.Eventually(func(g Gomega) {
@@ -283,10 +288,30 @@ func TestReplayLimitStopsWithReason(t *testing.T) {
 	}).Should(Succeed())
 	g.Expect(src.Calls()).To(Equal([]string{id, id}))
 	g.Consistently(src.Calls, 300*time.Millisecond).Should(HaveLen(2))
-	g.Expect(testutil.ToFloat64(gaveUp) - before).To(Equal(1.0))
+	g.Expect(testutil.ToFloat64(gaveUp.WithLabelValues("")) - before).To(Equal(1.0))
 
 	src.mu.Lock()
 	gap := src.at[1].Sub(src.at[0])
 	src.mu.Unlock()
 	g.Expect(gap).To(BeNumerically(">=", o.BackoffBase), "the second replay waited for the backoff")
+}
+
+// A newer event took the source target over: the answer is final, not a refusal to count and retry.
+func TestSupersededReplayIsFinal(t *testing.T) {
+	g := NewWithT(t)
+	src := startFakeSource(t)
+	src.supersede = true
+	o := testOptions(src.addr)
+	p, _ := startPharos(t, o)
+	tr := tracerTo(t, grpcExporter(t, p), src.addr)
+	src.setTracer(tr)
+
+	id := failingEvent(tr)
+	g.Eventually(func(g Gomega) {
+		e := eventOf(g, p, id)
+		g.Expect(e.State).To(Equal(State("superseded")))
+		g.Expect(e.Reason).To(ContainSubstring("superseded by a newer event"))
+	}).Should(Succeed())
+	g.Consistently(src.Calls, 3*o.BackoffBase).Should(Equal([]string{id}))
+	g.Expect(eventOf(g, p, id).Replays).To(BeZero(), "a superseded answer is no replay")
 }

@@ -24,6 +24,9 @@ const (
 	Done State = "done"
 	// GaveUp: no more replays (limit reached, event unknown to the source handler, no address). Reason says why.
 	GaveUp State = "gave-up"
+	// Superseded: a newer event took the source target over (a span carried AttrSuperseded, or Replay answered
+	// so). Final like Done: the newer event does the work, replaying the old commit would only be refused.
+	Superseded State = "superseded"
 )
 
 // Config tunes the decisions. Zero fields take the defaults.
@@ -84,6 +87,10 @@ type Span struct {
 	Address string
 	// ReplayOf is the event a replay event re-runs (AttrReplayOf), when the source handler sets it.
 	ReplayOf string
+	// Superseded: the span ended because a newer event holds the lease (stage.AttrSuperseded).
+	Superseded bool
+	// Tenant is the event's tenant (AttrTenant), on the spans that carry it.
+	Tenant string
 }
 
 // Event is one event pharos tracks, keyed by its original event ID (the trace ID of the first attempt). Replays
@@ -92,8 +99,10 @@ type Event struct {
 	ID    string `json:"id"`
 	Trace string `json:"trace"`
 	// Earlier are the traces of earlier replays (the original is ID), so their late spans stay ignored.
-	Earlier []string  `json:"earlier,omitempty"`
-	Address string    `json:"address,omitempty"`
+	Earlier []string `json:"earlier,omitempty"`
+	Address string   `json:"address,omitempty"`
+	// Tenant is the tenant of the event, from the first span that named it (metrics are labelled with it).
+	Tenant  string    `json:"tenant,omitempty"`
 	State   State     `json:"state"`
 	Since   time.Time `json:"since"`
 	Replays int       `json:"replays"`
@@ -124,6 +133,11 @@ const (
 	Unknown
 	// Unreachable: transport or server trouble; retried after a backoff without counting.
 	Unreachable
+	// SupersededOutcome: a newer event superseded the event (stage.IsSuperseded); final, not counted.
+	SupersededOutcome
+	// Untrusted: the address is not one of the Platform's source handlers, so it was not dialed; final, not
+	// counted.
+	Untrusted
 )
 
 // Tracker decides, from spans and the clock, which events to replay. It is not safe for concurrent use; times are
@@ -206,13 +220,19 @@ func (t *Tracker) Observe(now time.Time, s Span) bool {
 		t.traces[id], t.traces[s.TraceID] = id, id
 	}
 	e := t.events[id]
-	if e.Trace != s.TraceID || e.State == Done || e.State == GaveUp {
+	if s.Tenant != "" && e.Tenant == "" {
+		e.Tenant, changed = s.Tenant, true
+	}
+	if e.Trace != s.TraceID || e.State == Done || e.State == GaveUp || e.State == Superseded {
 		return changed
 	}
 	if s.Address != "" && s.Address != e.Address {
 		e.Address, changed = s.Address, true
 	}
 	switch {
+	case s.Superseded:
+		e.State, e.Since, e.Reason = Superseded, now, "superseded by a newer event"
+		return true
 	case s.Error && e.State == Running:
 		t.fail(now, e, s.Message)
 		if !s.Root && e.State == Failed {
@@ -282,7 +302,7 @@ func (t *Tracker) Due(now time.Time) ([]Replay, bool) {
 				t.giveUp(now, e, fmt.Sprintf("still failing after %s: %s", t.cfg.Retention, e.Reason))
 				changed = true
 			}
-		case Done, GaveUp:
+		case Done, GaveUp, Superseded:
 			if now.Sub(e.Since) >= t.cfg.Retention {
 				t.forget(id)
 				changed = true
@@ -346,6 +366,10 @@ func (t *Tracker) Result(now time.Time, id string, o Outcome, newTrace, message 
 		t.fail(now, e, "replay refused: "+message)
 	case Unknown:
 		t.giveUp(now, e, "replay impossible: "+message)
+	case Untrusted:
+		t.giveUp(now, e, "replay refused: "+message)
+	case SupersededOutcome:
+		e.State, e.Since, e.Reason = Superseded, now, message
 	case Unreachable:
 		e.State, e.Reason = Failed, "source handler unreachable: "+message
 		e.NextAt = now.Add(t.cfg.backoff(e.Replays + 1))
@@ -379,9 +403,12 @@ func (t *Tracker) adopt(now time.Time, e *Event, newTrace string) {
 	if early.Address != "" {
 		e.Address = early.Address
 	}
+	if e.Tenant == "" {
+		e.Tenant = early.Tenant
+	}
 	switch early.State {
-	case Done:
-		e.State, e.Since = Done, now
+	case Done, Superseded:
+		e.State, e.Since, e.Reason = early.State, now, early.Reason
 	case Failed, Replaying, GaveUp:
 		t.fail(now, e, early.Reason)
 	}

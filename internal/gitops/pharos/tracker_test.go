@@ -40,9 +40,10 @@ func span(trace string, mods ...func(*Span)) *Span {
 	return s
 }
 
-func root(s *Span)   { s.Root = true }
-func failed(s *Span) { s.Error, s.Message = true, "provisioner: denied" }
-func noAddr(s *Span) { s.Address = "" }
+func root(s *Span)       { s.Root = true }
+func failed(s *Span)     { s.Error, s.Message = true, "provisioner: denied" }
+func noAddr(s *Span)     { s.Address = "" }
+func superseded(s *Span) { s.Superseded = true }
 
 func TestTracker(t *testing.T) {
 	cfg := Config{CrashTimeout: time.Minute, ReplayLimit: 2, BackoffBase: 10 * time.Second,
@@ -94,6 +95,11 @@ func TestTracker(t *testing.T) {
 		{name: "unknown event is final", id: evA, state: GaveUp, reason: "replay impossible: no source target", steps: []step{
 			{span: span(evA, failed)}, {due: []string{evA}}, {result: &result{evA, Unknown, "", "no source target"}},
 			{at: time.Minute, due: nil}}},
+		{name: "an untrusted address is final and not counted", id: evA, state: GaveUp,
+			reason: "replay refused: source handler \"evil:50051\" is not one of", steps: []step{
+				{span: span(evA, failed)}, {due: []string{evA}},
+				{result: &result{evA, Untrusted, "", `source handler "evil:50051" is not one of the Platform's source handlers`}},
+				{at: time.Hour - time.Second, due: nil}}},
 		{name: "unreachable source handler is retried without counting", id: evA, state: Replaying, steps: []step{
 			{span: span(evA, failed)}, {due: []string{evA}}, {result: &result{evA, Unreachable, "", "Unavailable"}},
 			{at: 9 * time.Second, due: nil}, {at: 10 * time.Second, due: []string{evA}}}},
@@ -136,6 +142,16 @@ func TestTracker(t *testing.T) {
 			{at: 12 * time.Second, span: span(rp1, failed)}, {at: 13 * time.Second, span: span(rp2, root)}}},
 		{name: "retention forgets finished events", id: evA, state: "", steps: []step{
 			{span: span(evA, root)}, {at: time.Hour, due: nil}}},
+		{name: "a superseded replay answer is final and not counted", id: evA, state: Superseded,
+			reason: "superseded by a newer event", steps: []step{
+				{span: span(evA, failed)}, {due: []string{evA}},
+				{result: &result{evA, SupersededOutcome, "", "superseded by a newer event"}}, {at: time.Hour - time.Second, due: nil}}},
+		{name: "a superseded attempt ends the event without a replay", id: evA, state: Superseded, steps: []step{
+			{span: span(evA, superseded)}, {span: span(evA, root)}, {at: 2 * time.Minute, due: nil}}},
+		{name: "a superseded replay ends the event", id: evA, state: Superseded, replays: 1, steps: []step{
+			{span: span(evA, failed)}, {due: []string{evA}}, {result: &result{evA, Started, rp1, ""}},
+			{at: time.Second, span: span(rp1, superseded)}, {at: time.Second, span: span(rp1, root)},
+			{at: 2 * time.Minute, due: nil}}},
 		{name: "other events are independent", id: evB, state: Running, steps: []step{
 			{span: span(evA, failed)}, {span: span(evB)}, {due: []string{evA}}}},
 	}
@@ -191,4 +207,25 @@ func TestBackoffDoublesUpToTheCap(t *testing.T) {
 		got = append(got, c.backoff(n))
 	}
 	g.Expect(got).To(Equal([]time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second}))
+}
+
+// TestTrackerKeepsTheTenant: the tenant comes from whichever span of the event names it (the source handler's
+// `event.started` usually arrives after a stage span), and a replay keeps it.
+func TestTrackerKeepsTheTenant(t *testing.T) {
+	g := NewWithT(t)
+	tr := NewTracker(Config{})
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tenant := func(s *Span) { s.Tenant = "team-a" }
+	tr.Observe(now, *span(evA))
+	e, _ := tr.Get(evA)
+	g.Expect(e.Tenant).To(BeEmpty())
+	g.Expect(tr.Observe(now, *span(evA, tenant))).To(BeTrue(), "learning the tenant is a change to save")
+	tr.Observe(now, *span(evA, failed))
+	due, _ := tr.Due(now)
+	g.Expect(due).To(HaveLen(1))
+	tr.Result(now, evA, Started, rp1, "")
+	tr.Observe(now, *span(rp1, root, func(s *Span) { s.Tenant = "someone-else" }))
+	e, _ = tr.Get(evA)
+	g.Expect(e.State).To(Equal(Done))
+	g.Expect(e.Tenant).To(Equal("team-a"), "the first tenant named stays")
 }

@@ -35,7 +35,16 @@ const (
 	AnnotationPrevEvent   = "katastroma.org/previous-event-id"
 	AnnotationResult      = "katastroma.org/last-result"
 	AnnotationOffboard    = "katastroma.org/offboard"
-	FieldManager          = "katastroma"
+	// AnnotationDeployed, on a source target, is the commit whose objects its inventory records; the record
+	// writes it with the source target's resourceVersion as precondition (inventory.Record).
+	AnnotationDeployed = "katastroma.org/deployed-commit"
+	// AnnotationDriftRepaired, on a source target, reports the last drift the provisioner repaired: the
+	// commit, the number of objects and the first of them.
+	AnnotationDriftRepaired = "katastroma.org/last-drift-repaired"
+	// AnnotationRenderWarnings, on a source target, names what the last render skipped (Helm hooks) and at which
+	// commit; removed by the next render that skipped nothing.
+	AnnotationRenderWarnings = "katastroma.org/last-render-warnings"
+	FieldManager             = "katastroma"
 )
 
 // Metadata keys that travel next to the baggage.

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
@@ -100,9 +101,13 @@ func RefObject(r *katastromav1.ObjectRef) *unstructured.Unstructured {
 	return u
 }
 
-// RefKey is a stable string key of a reference.
+// RefKey is the identity of a referenced object: group, kind, namespace and name. The version is left out on
+// purpose: one object is served under each version of its kind, so autoscaling/v1 and autoscaling/v2 (or two
+// versions of a CRD) name the same object, and keying by version would make an apiVersion change look like a
+// removal and prune the object just applied.
 func RefKey(r *katastromav1.ObjectRef) string {
-	return r.GetApiVersion() + "/" + r.GetKind() + "/" + r.GetNamespace() + "/" + r.GetName()
+	gv, _ := schema.ParseGroupVersion(r.GetApiVersion())
+	return gv.Group + "/" + r.GetKind() + "/" + r.GetNamespace() + "/" + r.GetName()
 }
 
 // MarshalYAML renders an object as YAML (for logs and docs).

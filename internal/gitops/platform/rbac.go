@@ -11,7 +11,7 @@ import (
 	gitopsv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gitops/v1alpha1"
 )
 
-// ClusterName names a cluster-scoped child of one stage (and the source stage's Roles in tenant namespaces).
+// ClusterName names a stage's ClusterRoleBinding (and the source stage's RoleBindings in tenant namespaces).
 // Cluster objects cannot be owned by a namespaced Platform, so the name carries the Platform's namespace and name
 // plus a short hash of "<ns>/<name>": dashes alone are ambiguous (team/x-prod and team-x/prod would share a name),
 // "/" appears in neither part, so the hash tells them apart.
@@ -53,59 +53,86 @@ func CheckOwner(p *gitopsv1alpha1.Platform, kind string, live metav1.Object) err
 	return nil
 }
 
-// readable lists what the provisioner and pruner read with their own identity, by API group. Secrets are left
-// out on purpose: RBAC cannot subtract from a wildcard, so the list is explicit. Custom resources of tenant CRDs
-// are not in it (docs/gitops.md, "Platform RBAC").
-var readable = []rbacv1.PolicyRule{
-	{APIGroups: []string{""}, Resources: []string{"namespaces", "configmaps", "serviceaccounts", "services", "endpoints",
-		"pods", "persistentvolumeclaims", "persistentvolumes", "replicationcontrollers", "resourcequotas", "limitranges",
-		"events"}},
-	{APIGroups: []string{"apps", "batch", "autoscaling", "policy", "networking.k8s.io", "rbac.authorization.k8s.io",
-		"apiextensions.k8s.io", "apiregistration.k8s.io", "admissionregistration.k8s.io", "storage.k8s.io",
-		"scheduling.k8s.io", "coordination.k8s.io", "discovery.k8s.io"}, Resources: []string{"*"}},
-}
+// ShippedNamePrefix is the namePrefix of config/default, which kustomize and the bundle put in front of the
+// ClusterRoles of config/rbac/katastroma_stage_roles.yaml. The operator's own rules name those roles in
+// resourceNames, which kustomize does not prefix, so an install must keep this prefix.
+const ShippedNamePrefix = "quartet-operator-"
 
-// readRules returns the readable rules with the read verbs.
+// The ClusterRoles shipped with the operator (config/rbac/katastroma_stage_roles.yaml) that every Platform binds:
+// the operator may bind exactly these, by name, and creates no ClusterRole of its own.
+const (
+	SourceClusterRole       = ShippedNamePrefix + "katastroma-source"
+	ProvisionerClusterRole  = ShippedNamePrefix + "katastroma-provisioner"
+	PrunerClusterRole       = ShippedNamePrefix + "katastroma-pruner"
+	SourceTenantClusterRole = ShippedNamePrefix + "katastroma-source-tenant"
+)
+
+// readRules are the provisioner's and pruner's own reads: source targets (leases) and inventories in ConfigMaps,
+// and CRDs, whose establishment the provisioner waits for. Tenant objects are read through the impersonated
+// tenant identities, so no Secret and no custom resource is readable with a stage's own identity.
 func readRules() []rbacv1.PolicyRule {
-	out := make([]rbacv1.PolicyRule, 0, len(readable))
-	for _, r := range readable {
-		r = *r.DeepCopy()
-		r.Verbs = []string{"get", "list", "watch"}
-		out = append(out, r)
+	verbs := []string{"get", "list", "watch"}
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: verbs},
+		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: verbs},
 	}
-	return out
 }
 
-// ClusterRole of a stage that reads the cluster, or nil. Reads use the stage's own identity (tenants have no
-// read verbs); writes to tenant objects go through impersonation of exactly the tenant ServiceAccounts named
-// provisioner or pruner, in any namespace (resourceNames cannot be limited to namespaces). The source stage
-// writes ConfigMaps and Secrets only through SourceTenantRole, in tenant namespaces.
-func ClusterRole(p *gitopsv1alpha1.Platform, stage string) *rbacv1.ClusterRole {
+// StageClusterRole is the name of the shipped ClusterRole a stage's ServiceAccount is bound to, or "" for the
+// stages that need no cluster access.
+func StageClusterRole(stage string) string {
+	switch stage {
+	case gitopsv1alpha1.StageSource:
+		return SourceClusterRole
+	case gitopsv1alpha1.StageProvisioner:
+		return ProvisionerClusterRole
+	case gitopsv1alpha1.StagePruner:
+		return PrunerClusterRole
+	}
+	return ""
+}
+
+// ShippedClusterRoles are the ClusterRoles config/rbac ships, with their prefixed names; a test keeps the YAML
+// equal to them. Reads and writes of tenant objects go through impersonation of exactly the tenant
+// ServiceAccounts named provisioner or pruner, in any namespace (resourceNames cannot be limited to namespaces).
+// The source stage writes ConfigMaps and Secrets only through SourceTenantClusterRole, bound in tenant namespaces.
+func ShippedClusterRoles() []*rbacv1.ClusterRole {
 	impersonate := func(sa string) rbacv1.PolicyRule {
 		return rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"serviceaccounts"},
 			Verbs: []string{"impersonate"}, ResourceNames: []string{sa}}
 	}
-	var rules []rbacv1.PolicyRule
-	switch stage {
-	case gitopsv1alpha1.StageSource:
-		// Finding targets (ConfigMaps of every tenant namespace) and the registration API's TokenReview.
-		rules = []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
-			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}},
-			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
-			// The registration API authorises against the Tenant's spec.namespaces, not the label alone.
-			{APIGroups: []string{gitopsv1alpha1.GroupVersion.Group}, Resources: []string{"tenants"}, Verbs: []string{"get"}},
-		}
-	case gitopsv1alpha1.StageProvisioner:
-		rules = append(readRules(), impersonate(gitopsv1alpha1.ProvisionerServiceAccount),
-			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "update", "patch"}})
-	case gitopsv1alpha1.StagePruner:
-		rules = append(readRules(), impersonate(gitopsv1alpha1.PrunerServiceAccount),
-			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"update", "patch", "delete"}})
-	default:
-		return nil
+	role := func(name string, rules ...rbacv1.PolicyRule) *rbacv1.ClusterRole {
+		return &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}
 	}
-	return &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ClusterName(p, stage), Labels: rbacLabels(p, stage)}, Rules: rules}
+	return []*rbacv1.ClusterRole{
+		// Finding targets (ConfigMaps of every tenant namespace) and the registration API's TokenReview; the
+		// registration API authorises against the Tenant's spec.namespaces, not the label alone.
+		role(SourceClusterRole,
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}},
+			rbacv1.PolicyRule{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+			rbacv1.PolicyRule{APIGroups: []string{gitopsv1alpha1.GroupVersion.Group}, Resources: []string{"tenants"}, Verbs: []string{"get"}}),
+		role(ProvisionerClusterRole, append(readRules(), impersonate(gitopsv1alpha1.ProvisionerServiceAccount),
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "update", "patch"}})...),
+		role(PrunerClusterRole, append(readRules(), impersonate(gitopsv1alpha1.PrunerServiceAccount),
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"update", "patch", "delete"}})...),
+		// The source stage's writes, bound in each tenant namespace (a namespace labelled katastroma.org/tenant):
+		// leases and targets in ConfigMaps, the registration API's credential Secrets, and reads of the webhook and
+		// credential Secrets. Outside tenant namespaces the source handler can write nothing.
+		role(SourceTenantClusterRole,
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "update", "patch", "delete"}},
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "update", "delete"}}),
+	}
+}
+
+// ShippedRules are the rules of the shipped ClusterRole name, or nil.
+func ShippedRules(name string) []rbacv1.PolicyRule {
+	for _, cr := range ShippedClusterRoles() {
+		if cr.Name == name {
+			return cr.Rules
+		}
+	}
+	return nil
 }
 
 // rbacLabels are a stage's labels plus the owner label the finalizer selects on.
@@ -115,30 +142,22 @@ func rbacLabels(p *gitopsv1alpha1.Platform, stage string) map[string]string {
 	return labels
 }
 
-// ClusterRoleBinding binds a stage's ClusterRole to its ServiceAccount.
+// ClusterRoleBinding binds a stage's shipped ClusterRole to its ServiceAccount, or is nil for a stage without one.
 func ClusterRoleBinding(p *gitopsv1alpha1.Platform, stage string) *rbacv1.ClusterRoleBinding {
-	cr := ClusterRole(p, stage)
-	if cr == nil {
+	role := StageClusterRole(stage)
+	if role == "" {
 		return nil
 	}
-	return &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: cr.Name, Labels: cr.Labels},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cr.Name},
+	return &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ClusterName(p, stage), Labels: rbacLabels(p, stage)},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: Name(stage), Namespace: p.Namespace}}}
 }
 
-// SourceTenantRole is the source stage's write access in one tenant namespace (a namespace labelled
-// katastroma.org/tenant): leases and targets in ConfigMaps, the registration API's credential Secrets, and reads
-// of the webhook and credential Secrets. Outside tenant namespaces the source handler can write nothing.
-func SourceTenantRole(p *gitopsv1alpha1.Platform, namespace string) (*rbacv1.Role, *rbacv1.RoleBinding) {
-	m := metav1.ObjectMeta{Namespace: namespace, Name: ClusterName(p, gitopsv1alpha1.StageSource),
-		Labels: rbacLabels(p, gitopsv1alpha1.StageSource)}
-	role := &rbacv1.Role{ObjectMeta: m, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "update", "patch", "delete"}},
-		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "update", "delete"}},
-	}}
-	rb := &rbacv1.RoleBinding{ObjectMeta: *m.DeepCopy(),
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: m.Name},
+// SourceTenantRoleBinding grants the source stage SourceTenantClusterRole in one tenant namespace.
+func SourceTenantRoleBinding(p *gitopsv1alpha1.Platform, namespace string) *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: namespace,
+		Name: ClusterName(p, gitopsv1alpha1.StageSource), Labels: rbacLabels(p, gitopsv1alpha1.StageSource)},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: SourceTenantClusterRole},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: Name(gitopsv1alpha1.StageSource),
 			Namespace: p.Namespace}}}
-	return role, rb
 }

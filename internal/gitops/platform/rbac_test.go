@@ -35,23 +35,28 @@ func TestClusterRolesGrantNoSecretsAndNoSourceWrites(t *testing.T) {
 			deny: [][3]string{{"", "secrets", "get"}, {"", "secrets", "create"}, {"", "configmaps", "create"},
 				{"", "configmaps", "update"}, {"", "configmaps", "delete"}}},
 		{stage: "provisioner",
-			allowed: [][3]string{{"apps", "deployments", "watch"}, {"", "configmaps", "create"}, {"apiextensions.k8s.io", "customresourcedefinitions", "get"}},
-			deny:    [][3]string{{"", "secrets", "get"}, {"", "secrets", "list"}, {"", "secrets", "watch"}, {"", "configmaps", "delete"}}},
+			allowed: [][3]string{{"", "configmaps", "get"}, {"", "configmaps", "create"}, {"apiextensions.k8s.io", "customresourcedefinitions", "get"}},
+			// Tenant objects are read through the tenant identities.
+			deny: [][3]string{{"", "secrets", "get"}, {"", "secrets", "list"}, {"", "secrets", "watch"}, {"", "configmaps", "delete"},
+				{"apps", "deployments", "list"}, {"example.com", "widgets", "list"}}},
 		{stage: "pruner",
-			allowed: [][3]string{{"", "namespaces", "list"}, {"", "configmaps", "delete"}},
-			deny:    [][3]string{{"", "secrets", "get"}, {"", "secrets", "list"}, {"", "configmaps", "create"}}},
+			allowed: [][3]string{{"", "configmaps", "get"}, {"", "configmaps", "delete"}},
+			deny: [][3]string{{"", "secrets", "get"}, {"", "secrets", "list"}, {"", "configmaps", "create"},
+				{"apps", "deployments", "get"}}},
 	} {
 		t.Run(tc.stage, func(t *testing.T) {
 			g := NewWithT(t)
-			cr := ClusterRole(p, tc.stage)
-			g.Expect(cr).NotTo(BeNil())
+			crb := ClusterRoleBinding(p, tc.stage)
+			g.Expect(crb).NotTo(BeNil())
+			g.Expect(crb.RoleRef.Name).To(Equal(StageClusterRole(tc.stage)))
+			rules := ShippedRules(crb.RoleRef.Name)
 			for _, a := range tc.allowed {
-				g.Expect(grants(cr.Rules, a[0], a[1], a[2])).To(BeTrue(), "%v", a)
+				g.Expect(grants(rules, a[0], a[1], a[2])).To(BeTrue(), "%v", a)
 			}
 			for _, d := range tc.deny {
-				g.Expect(grants(cr.Rules, d[0], d[1], d[2])).To(BeFalse(), "%v", d)
+				g.Expect(grants(rules, d[0], d[1], d[2])).To(BeFalse(), "%v", d)
 			}
-			for _, r := range cr.Rules {
+			for _, r := range rules {
 				g.Expect(r.APIGroups).NotTo(ContainElement("*"))
 				if slices.Contains(r.Verbs, "impersonate") {
 					g.Expect(r.ResourceNames).To(Equal([]string{tc.stage}))
@@ -60,23 +65,24 @@ func TestClusterRolesGrantNoSecretsAndNoSourceWrites(t *testing.T) {
 		})
 	}
 	for _, stage := range []string{"renderer", "orderer", "labeler", "pharos"} {
-		NewWithT(t).Expect(ClusterRole(p, stage)).To(BeNil(), stage)
+		NewWithT(t).Expect(ClusterRoleBinding(p, stage)).To(BeNil(), stage)
 	}
 }
 
 func TestSourceTenantRoleIsNamespaced(t *testing.T) {
 	g := NewWithT(t)
 	p := platform()
-	role, rb := SourceTenantRole(p, "team-a")
-	g.Expect(role.Namespace).To(Equal("team-a"))
-	g.Expect(role.Labels).To(HaveKeyWithValue(PlatformLabel, "katastroma-system.main"))
+	rb := SourceTenantRoleBinding(p, "team-a")
+	g.Expect(rb.Labels).To(HaveKeyWithValue(PlatformLabel, "katastroma-system.main"))
+	rules := ShippedRules(SourceTenantClusterRole)
 	for _, v := range []string{"create", "update", "delete"} {
-		g.Expect(grants(role.Rules, "", "configmaps", v)).To(BeTrue(), v)
-		g.Expect(grants(role.Rules, "", "secrets", v)).To(BeTrue(), v)
+		g.Expect(grants(rules, "", "configmaps", v)).To(BeTrue(), v)
+		g.Expect(grants(rules, "", "secrets", v)).To(BeTrue(), v)
 	}
-	g.Expect(grants(role.Rules, "", "secrets", "list")).To(BeFalse())
+	g.Expect(grants(rules, "", "secrets", "list")).To(BeFalse())
 	g.Expect(rb.Namespace).To(Equal("team-a"))
-	g.Expect(rb.RoleRef).To(Equal(rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}))
+	// A RoleBinding to the ClusterRole grants it in this namespace only.
+	g.Expect(rb.RoleRef).To(Equal(rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: SourceTenantClusterRole}))
 	g.Expect(rb.Subjects).To(Equal([]rbacv1.Subject{{Kind: "ServiceAccount", Name: "katastroma-source", Namespace: "katastroma-system"}}))
 }
 
@@ -92,7 +98,7 @@ func TestClusterNamesDoNotCollide(t *testing.T) {
 		g := NewWithT(t)
 		for _, stage := range []string{"source", "provisioner", "pruner"} {
 			g.Expect(ClusterName(tc.a, stage)).NotTo(Equal(ClusterName(tc.b, stage)))
-			g.Expect(ClusterRole(tc.a, stage).Name).To(Equal(ClusterName(tc.a, stage)))
+			g.Expect(ClusterRoleBinding(tc.a, stage).Name).To(Equal(ClusterName(tc.a, stage)))
 		}
 	}
 	NewWithT(t).Expect(ClusterName(named("team", "x-prod"), "pruner")).To(MatchRegexp(`^katastroma-team-x-prod-[0-9a-f]{8}-pruner$`))

@@ -50,6 +50,16 @@ var (
 	}
 )
 
+// The binaries' defaults Validate assumes for unset durations (TestValidateDefaultsAreTheBinariesDefaults keeps
+// them equal; the CRD defaults leaseStaleAfter and crashTimeout, but an object written before those defaults
+// existed, or through a path that skips them, may still lack them).
+const (
+	DefaultLeaseStaleAfter = 10 * time.Minute // the source handler's --lease-stale-after
+	DefaultCrashTimeout    = 12 * time.Minute // pharos's --crash-timeout
+	DefaultRPCTimeout      = 5 * time.Minute  // every stage's --rpc-timeout
+	DefaultGitTimeout      = 2 * time.Minute  // the source handler's --git-timeout
+)
+
 // Validate checks what the schema cannot: messages name the field.
 func Validate(p *gitopsv1alpha1.Platform) field.ErrorList {
 	var errs field.ErrorList
@@ -57,10 +67,19 @@ func Validate(p *gitopsv1alpha1.Platform) field.ErrorList {
 		errs = append(errs, field.Invalid(field.NewPath("spec", "stages", "pharos", "replicas"), *r,
 			"pharos runs at most one replica: its state ConfigMap has one writer"))
 	}
-	crash, stale := duration(p.Spec.CrashTimeout), duration(p.Spec.LeaseStaleAfter)
-	if crash > 0 && stale > 0 && crash <= stale {
+	// Unset durations are the binaries' defaults: the relations hold for what actually runs.
+	crash := durationOr(p.Spec.CrashTimeout, DefaultCrashTimeout)
+	stale := durationOr(p.Spec.LeaseStaleAfter, DefaultLeaseStaleAfter)
+	rpc := durationOr(p.Spec.RPCTimeout, DefaultRPCTimeout)
+	git := durationOr(p.Spec.GitTimeout, DefaultGitTimeout)
+	if crash <= stale {
 		errs = append(errs, field.Invalid(field.NewPath("spec", "crashTimeout"), crash.String(),
 			fmt.Sprintf("must be above spec.leaseStaleAfter (%s): a crashed event's replay is refused while its lease is active", stale)))
+	}
+	// Under its lease an event may fetch git (gitTimeout) and then make the source handler's call (rpcTimeout).
+	if git+rpc >= stale {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "rpcTimeout"), rpc.String(),
+			fmt.Sprintf("spec.gitTimeout (%s) + spec.rpcTimeout must be below spec.leaseStaleAfter (%s): an event must end before its lease goes stale", git, stale)))
 	}
 	return errs
 }
@@ -69,6 +88,14 @@ func Validate(p *gitopsv1alpha1.Platform) field.ErrorList {
 func duration(d *metav1.Duration) time.Duration {
 	if d == nil {
 		return 0
+	}
+	return d.Duration
+}
+
+// durationOr reads an optional duration, def when unset.
+func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
+	if d == nil {
+		return def
 	}
 	return d.Duration
 }
@@ -145,13 +172,17 @@ func Args(p *gitopsv1alpha1.Platform, stage string) []string {
 			fmt.Sprintf("--otlp-http-address=:%d", OTLPHTTPPort), metrics,
 			"--state-configmap=" + p.Namespace + "/" + StateConfigMapName,
 			fmt.Sprintf("--replay-limit=%d", limit),
-			"--source-handler=" + Endpoint(p, gitopsv1alpha1.StageSource)}
+			"--source-handler=" + Endpoint(p, gitopsv1alpha1.StageSource),
+			"--source-handlers=" + strings.Join(SourceHandlerAddresses(p), ",")}
 		if d := duration(p.Spec.CrashTimeout); d > 0 {
 			args = append(args, "--crash-timeout="+d.String())
 		}
 		return args
 	}
 	args := []string{stage, fmt.Sprintf("--grpc-bind-address=:%d", GRPCPort), metrics}
+	if d := duration(p.Spec.RPCTimeout); d > 0 {
+		args = append(args, "--rpc-timeout="+d.String())
+	}
 	if n, ok := next[stage]; ok {
 		args = append(args, "--next="+Endpoint(p, n))
 	}
@@ -160,6 +191,9 @@ func Args(p *gitopsv1alpha1.Platform, stage string) []string {
 		args = append(args, fmt.Sprintf("--http-bind-address=:%d", WebhookPort), fmt.Sprintf("--max-replay-attempts=%d", limit))
 		if d := duration(p.Spec.LeaseStaleAfter); d > 0 {
 			args = append(args, "--lease-stale-after="+d.String())
+		}
+		if d := duration(p.Spec.GitTimeout); d > 0 {
+			args = append(args, "--git-timeout="+d.String())
 		}
 	case gitopsv1alpha1.StagePruner:
 		args = append(args, "--orderer="+Endpoint(p, gitopsv1alpha1.StageOrderer))
@@ -215,13 +249,14 @@ func Deployment(p *gitopsv1alpha1.Platform, stage string) *appsv1.Deployment {
 	if stage == gitopsv1alpha1.StageSource {
 		// pharos replays through the address the source handler's spans carry (docs/pharos.md).
 		c.Env = []corev1.EnvVar{{Name: "OTEL_RESOURCE_ATTRIBUTES",
-			Value: "katastroma.source_handler.address=" + Endpoint(p, gitopsv1alpha1.StageSource)}}
+			Value: "katastroma.source_handler.address=" + SourceHandlerAddresses(p)[0]}}
 	}
 	labels := Labels(p, stage)
 	return &appsv1.Deployment{
 		ObjectMeta: meta(p, stage),
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(Replicas(p, stage)),
+			Strategy: strategy(stage),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
@@ -239,31 +274,33 @@ func Deployment(p *gitopsv1alpha1.Platform, stage string) *appsv1.Deployment {
 	}
 }
 
-// Service of one stage.
+// Service of one stage: headless for the pipeline stages (their callers balance over the pods themselves).
 func Service(p *gitopsv1alpha1.Platform, stage string) *corev1.Service {
 	var sp []corev1.ServicePort
 	for _, cp := range ports(stage) {
 		sp = append(sp, corev1.ServicePort{Name: cp.Name, Port: cp.ContainerPort, Protocol: corev1.ProtocolTCP,
 			TargetPort: intstr.FromString(cp.Name)})
 	}
-	return &corev1.Service{ObjectMeta: meta(p, stage),
-		Spec: corev1.ServiceSpec{Selector: Labels(p, stage), Ports: sp}}
+	svc := &corev1.Service{ObjectMeta: meta(p, stage), Spec: corev1.ServiceSpec{Selector: Labels(p, stage), Ports: sp}}
+	if stage != gitopsv1alpha1.StagePharos {
+		// Headless: DNS answers with every ready pod, and the calling stage's round robin spreads its streams
+		// over all of them (a ClusterIP would pin each connection to one pod). docs/gitops.md "Balancing".
+		svc.Spec.ClusterIP = corev1.ClusterIPNone
+	}
+	return svc
 }
 
-// NetworkPolicy of one stage: its gRPC port admits only the stages that call it; metrics, the webhook and
-// pharos's OTLP ports admit any source (Prometheus, GitHub, the collector). Egress is left open: the stages reach
-// the API server, git hosts and the collector.
+// NetworkPolicy of one stage: its gRPC port admits only the stages that call it, pharos's OTLP ports only the
+// Platform's stages and collector (pharosOTLPRule); metrics and the webhook admit any source (Prometheus,
+// GitHub). Egress is left open: the stages reach the API server, git hosts and the collector.
 func NetworkPolicy(p *gitopsv1alpha1.Platform, stage string) *networkingv1.NetworkPolicy {
 	tcp := corev1.ProtocolTCP
 	port := func(n int32) []networkingv1.NetworkPolicyPort {
 		return []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptr.To(intstr.FromInt32(n))}}
 	}
 	open := []int32{MetricsPort}
-	switch stage {
-	case gitopsv1alpha1.StageSource:
+	if stage == gitopsv1alpha1.StageSource {
 		open = append(open, WebhookPort)
-	case gitopsv1alpha1.StagePharos:
-		open = append(open, OTLPGRPCPort, OTLPHTTPPort)
 	}
 	var rules []networkingv1.NetworkPolicyIngressRule
 	for _, n := range open {
@@ -275,6 +312,9 @@ func NetworkPolicy(p *gitopsv1alpha1.Platform, stage string) *networkingv1.Netwo
 			peers = append(peers, networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: Labels(p, c)}})
 		}
 		rules = append(rules, networkingv1.NetworkPolicyIngressRule{Ports: port(GRPCPort), From: peers})
+	}
+	if stage == gitopsv1alpha1.StagePharos {
+		rules = append(rules, pharosOTLPRule(p))
 	}
 	return &networkingv1.NetworkPolicy{ObjectMeta: meta(p, stage), Spec: networkingv1.NetworkPolicySpec{
 		PodSelector: metav1.LabelSelector{MatchLabels: Labels(p, stage)},
@@ -356,5 +396,5 @@ exporters:
 `)
 	}
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: CollectorConfigMapName,
-		Labels: Labels(p, "otel-collector")}, Data: map[string]string{"collector.yaml": b.String()}}
+		Labels: Labels(p, CollectorComponent)}, Data: map[string]string{"collector.yaml": b.String()}}
 }

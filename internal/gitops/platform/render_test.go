@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	gitopsv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gitops/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/source"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/stage"
 )
 
 func platform() *gitopsv1alpha1.Platform {
@@ -95,11 +97,9 @@ func TestNetworkPolicyAdmitsOnlyTheCallingStage(t *testing.T) {
 
 func TestImpersonationIsLimitedToTheTenantServiceAccounts(t *testing.T) {
 	g := NewWithT(t)
-	p := platform()
 	for stage, sa := range map[string]string{"provisioner": "provisioner", "pruner": "pruner"} {
-		cr := ClusterRole(p, stage)
 		var imp int
-		for _, r := range cr.Rules {
+		for _, r := range ShippedRules(StageClusterRole(stage)) {
 			for _, v := range r.Verbs {
 				if v == "impersonate" || v == "*" {
 					imp++
@@ -112,9 +112,11 @@ func TestImpersonationIsLimitedToTheTenantServiceAccounts(t *testing.T) {
 		g.Expect(imp).To(Equal(1), stage)
 	}
 	for _, stage := range []string{"renderer", "orderer", "labeler", "pharos"} {
-		g.Expect(ClusterRole(p, stage)).To(BeNil(), stage)
+		g.Expect(StageClusterRole(stage)).To(BeEmpty(), stage)
 	}
-	g.Expect(ClusterRole(p, "source").Rules).NotTo(ContainElement(HaveField("Verbs", ContainElement("impersonate"))))
+	for _, name := range []string{SourceClusterRole, SourceTenantClusterRole} {
+		g.Expect(ShippedRules(name)).NotTo(ContainElement(HaveField("Verbs", ContainElement("impersonate"))), name)
+	}
 }
 
 func TestCollectorConfigRoutesToPharos(t *testing.T) {
@@ -142,4 +144,96 @@ func TestValidate(t *testing.T) {
 	g.Expect(errs).To(HaveLen(2))
 	g.Expect(errs[0].Error()).To(ContainSubstring("spec.stages.pharos.replicas: Invalid value: 2"))
 	g.Expect(errs[1].Error()).To(ContainSubstring("spec.crashTimeout: Invalid value: \"5m0s\": must be above spec.leaseStaleAfter (10m0s)"))
+}
+
+// The stages dial each other's Service names with round robin: only a headless Service lets DNS answer with every
+// ready pod, so every replica of a stage gets work. Pharos is one writer behind the collector and keeps its IP.
+func TestStageServicesAreHeadless(t *testing.T) {
+	p := platform()
+	for _, stage := range Stages {
+		t.Run(stage, func(t *testing.T) {
+			g := NewWithT(t)
+			svc := Service(p, stage)
+			if stage == gitopsv1alpha1.StagePharos {
+				g.Expect(svc.Spec.ClusterIP).To(BeEmpty())
+				return
+			}
+			g.Expect(svc.Spec.ClusterIP).To(Equal(corev1.ClusterIPNone))
+			g.Expect(svc.Spec.PublishNotReadyAddresses).To(BeFalse(), "DNS lists only ready pods")
+			g.Expect(svc.Spec.Ports).To(ContainElement(HaveField("Name", "grpc")))
+		})
+	}
+}
+
+// The deadlines flow from the Platform to the stages' flags; unset, the binaries' defaults apply.
+func TestDeadlinesReachTheStages(t *testing.T) {
+	g := NewWithT(t)
+	p := platform()
+	for _, stage := range Stages {
+		g.Expect(Args(p, stage)).NotTo(ContainElement(Or(HavePrefix("--rpc-timeout"), HavePrefix("--git-timeout"))), stage)
+	}
+	p.Spec.RPCTimeout = &metav1.Duration{Duration: 3 * time.Minute}
+	p.Spec.GitTimeout = &metav1.Duration{Duration: time.Minute}
+	for _, stage := range Stages {
+		args := Args(p, stage)
+		switch stage {
+		case gitopsv1alpha1.StagePharos:
+			g.Expect(args).NotTo(ContainElement(Or(HavePrefix("--rpc-timeout"), HavePrefix("--git-timeout"))))
+		case gitopsv1alpha1.StageSource:
+			g.Expect(args).To(ContainElements("--rpc-timeout=3m0s", "--git-timeout=1m0s"))
+		default:
+			g.Expect(args).To(ContainElement("--rpc-timeout=3m0s"), stage)
+			g.Expect(args).NotTo(ContainElement(HavePrefix("--git-timeout")), stage)
+		}
+	}
+	p.Spec.RPCTimeout = &metav1.Duration{Duration: 10 * time.Minute}
+	errs := Validate(p)
+	g.Expect(errs).To(HaveLen(1))
+	g.Expect(errs[0].Error()).To(ContainSubstring(`spec.rpcTimeout: Invalid value: "10m0s": spec.gitTimeout (1m0s) + spec.rpcTimeout must be below spec.leaseStaleAfter (10m0s)`))
+}
+
+// Unset durations are the binaries' defaults, and an event holds its lease for a git fetch plus the source
+// handler's call: gitTimeout + rpcTimeout must stay below leaseStaleAfter, defaults included.
+func TestValidateDeadlines(t *testing.T) {
+	d := func(x time.Duration) *metav1.Duration { return &metav1.Duration{Duration: x} }
+	for _, tc := range []struct {
+		name                   string
+		stale, crash, rpc, git *metav1.Duration
+		err                    string
+	}{
+		{name: "all defaults"},
+		{name: "rpcTimeout above the default leaseStaleAfter", rpc: d(15 * time.Minute),
+			err: `spec.rpcTimeout: Invalid value: "15m0s": spec.gitTimeout (2m0s) + spec.rpcTimeout must be below spec.leaseStaleAfter (10m0s)`},
+		{name: "rpcTimeout plus the default gitTimeout reaches leaseStaleAfter", rpc: d(8 * time.Minute),
+			err: `spec.rpcTimeout: Invalid value: "8m0s": spec.gitTimeout (2m0s) + spec.rpcTimeout must be below spec.leaseStaleAfter (10m0s)`},
+		{name: "rpcTimeout just fits", rpc: d(7*time.Minute + 59*time.Second)},
+		{name: "gitTimeout plus the default rpcTimeout reaches leaseStaleAfter", git: d(5 * time.Minute),
+			err: `spec.rpcTimeout: Invalid value: "5m0s": spec.gitTimeout (5m0s) + spec.rpcTimeout must be below spec.leaseStaleAfter (10m0s)`},
+		{name: "a small leaseStaleAfter against the default rpcTimeout", stale: d(6 * time.Minute), crash: d(7 * time.Minute),
+			err: `spec.rpcTimeout: Invalid value: "5m0s": spec.gitTimeout (2m0s) + spec.rpcTimeout must be below spec.leaseStaleAfter (6m0s)`},
+		{name: "a large leaseStaleAfter against the default crashTimeout", stale: d(20 * time.Minute),
+			err: `spec.crashTimeout: Invalid value: "12m0s": must be above spec.leaseStaleAfter (20m0s)`},
+		{name: "all set and consistent", stale: d(20 * time.Minute), crash: d(25 * time.Minute), rpc: d(15 * time.Minute),
+			git: d(time.Minute)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			p := platform()
+			p.Spec.LeaseStaleAfter, p.Spec.CrashTimeout, p.Spec.RPCTimeout, p.Spec.GitTimeout = tc.stale, tc.crash, tc.rpc, tc.git
+			errs := Validate(p)
+			if tc.err == "" {
+				g.Expect(errs).To(BeEmpty())
+				return
+			}
+			g.Expect(errs).To(HaveLen(1))
+			g.Expect(errs[0].Error()).To(ContainSubstring(tc.err))
+		})
+	}
+}
+
+// The defaults Validate assumes are the binaries' own.
+func TestValidateDefaultsAreTheBinariesDefaults(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(DefaultGitTimeout).To(Equal(source.DefaultGitTimeout))
+	g.Expect(DefaultRPCTimeout).To(Equal(stage.DefaultConnection.RPCTimeout))
 }

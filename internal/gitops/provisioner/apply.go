@@ -7,12 +7,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -33,9 +33,12 @@ const (
 	ActionFailed    = "failed"
 	ActionDeleted   = "deleted"
 	ActionSkipped   = "skipped"
+	// ActionRepaired: the manifest was unchanged but the live object had drifted; the apply restored it.
+	ActionRepaired = "repaired"
 )
 
-// Clients gives a stage the platform identity (reads, inventory, lease checks) and tenant impersonation.
+// Clients gives a stage the platform identity (leases, inventories, CRD establishment) and tenant impersonation
+// (every read and write of tenant objects).
 type Clients struct {
 	// Platform is the stage's own identity.
 	Platform client.Client
@@ -74,8 +77,9 @@ func (c *Clients) As(ns, sa string) (client.Client, error) {
 		return cl, nil
 	}
 	cfg := rest.CopyConfig(c.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user,
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
+	// No groups: the API server gives an impersonated ServiceAccount its groups itself, while naming them would
+	// need impersonate on groups, which a Platform does not grant.
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
 	cl, err := client.New(cfg, client.Options{Scheme: c.Scheme, Mapper: c.Mapper})
 	if err != nil {
 		return nil, err
@@ -91,6 +95,8 @@ type applier struct {
 	clients *Clients
 	as      client.Client
 	pc      pipeline.Context
+	// fence checks the lease before a write batch; it fails once a newer event holds it.
+	fence func(ctx context.Context, gk schema.GroupKind) error
 	// EstablishTimeout bounds the wait for a CRD.
 	establishTimeout time.Duration
 
@@ -99,9 +105,10 @@ type applier struct {
 	results  []*katastromav1.ObjectResult
 	applied  []*katastromav1.ObjectRef
 	failures int
-	// live holds, per kind and namespace, the manifest hash of each live object labelled with this source
-	// target (see liveHash).
-	live map[liveKey]map[string]string
+	// live holds, per kind and namespace, each live object labelled with this source target (see liveObject).
+	live map[liveKey]map[string]*unstructured.Unstructured
+	// targetLabel is the source-target label of the applied objects, which the verify lists by.
+	targetLabel string
 	// establishErr remembers a failed wait so the objects after it fail at once instead of waiting again each.
 	establishErr error
 }
@@ -114,10 +121,15 @@ const applyWorkers = 8
 // applyAll applies objs in their order with a barrier between kinds: objects of one kind never need each other,
 // while a kind may need an earlier one (a Namespace, a CRD, a ServiceAccount a workload runs as), so a run of
 // consecutive objects of the same kind is applied concurrently and the next kind starts when the run finished.
-func (a *applier) applyAll(ctx context.Context, objs []*unstructured.Unstructured) {
+// Each run is a write batch: the lease is checked before it, so once a newer event took the source target over
+// this one stops before writing again, superseded.
+func (a *applier) applyAll(ctx context.Context, objs []*unstructured.Unstructured) error {
 	sem := make(chan struct{}, applyWorkers)
 	for i := 0; i < len(objs); {
 		gk := objs[i].GroupVersionKind().GroupKind()
+		if err := a.fence(ctx, gk); err != nil {
+			return err
+		}
 		j := i + 1
 		for j < len(objs) && objs[j].GroupVersionKind().GroupKind() == gk {
 			j++
@@ -133,6 +145,7 @@ func (a *applier) applyAll(ctx context.Context, objs []*unstructured.Unstructure
 		wg.Wait()
 		i = j
 	}
+	return nil
 }
 
 // add applies one object and records and returns its result.
@@ -146,6 +159,9 @@ func (a *applier) add(ctx context.Context, u *unstructured.Unstructured) *katast
 		a.failures++
 	} else {
 		a.applied = append(a.applied, r.GetObject())
+		if l := u.GetLabels()[pipeline.LabelSourceTarget]; l != "" {
+			a.targetLabel = l
+		}
 		if u.GetKind() == "CustomResourceDefinition" {
 			a.pending = append(a.pending, u.GetName())
 		}
@@ -154,7 +170,9 @@ func (a *applier) add(ctx context.Context, u *unstructured.Unstructured) *katast
 	return r
 }
 
-// apply server-side applies u unless its live object already carries the same manifest hash.
+// apply server-side applies u unless its live object carries the same manifest hash and every field of the
+// manifest (drift check). An object edited behind the pipeline's back is therefore applied again even though
+// its manifest did not change.
 func (a *applier) apply(ctx context.Context, u *unstructured.Unstructured) (string, error) {
 	if !orderer.IsFoundation(u) {
 		if err := a.waitEstablished(ctx); err != nil {
@@ -172,20 +190,118 @@ func (a *applier) apply(ctx context.Context, u *unstructured.Unstructured) (stri
 	} else {
 		u.SetNamespace("")
 	}
-	hash, err := a.liveHash(ctx, u)
-	switch {
-	case err != nil:
+	live, err := a.liveObject(ctx, u)
+	if err != nil {
 		return ActionFailed, fmt.Errorf("reading the live objects: %w", err)
-	case hash != "" && hash == u.GetAnnotations()[pipeline.AnnotationHash]:
+	}
+	hashMatches := live != nil && live.GetAnnotations()[pipeline.AnnotationHash] != "" &&
+		live.GetAnnotations()[pipeline.AnnotationHash] == u.GetAnnotations()[pipeline.AnnotationHash]
+	if hashMatches && Contains(live.Object, u.Object) {
+		// Same manifest and every field of it still live: nothing to repair, nothing to write.
 		return ActionUnchanged, nil
 	}
 	u.SetResourceVersion("")
 	u.SetManagedFields(nil)
-	if err := a.as.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(pipeline.FieldManager),
+	applied := u.DeepCopy()
+	if err := a.as.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), client.FieldOwner(pipeline.FieldManager),
 		client.ForceOwnership); err != nil {
 		return ActionFailed, err
 	}
+	// Only a write that moved the resourceVersion changed anything: a field the comparison could not match
+	// (a defaulted or normalised value) applies as a no-op.
+	switch {
+	case live == nil || applied.GetResourceVersion() == "":
+		return ActionApplied, nil
+	case applied.GetResourceVersion() == live.GetResourceVersion():
+		return ActionUnchanged, nil
+	case hashMatches:
+		return ActionRepaired, nil // the manifest did not change, the live object did: drift undone
+	}
 	return ActionApplied, nil
+}
+
+// Contains reports whether every field of want is in have with an equal value: maps by key (extra keys in have
+// are someone else's, or the API server's defaults), lists element by element, numbers by value. Metadata is
+// compared by labels and annotations only, without the commit annotation.
+func Contains(have, want map[string]any) bool {
+	for k, w := range want {
+		if k == "metadata" {
+			wm, _ := w.(map[string]any)
+			hm, _ := have[k].(map[string]any)
+			for _, f := range []string{"labels", "annotations"} {
+				wf, ok := wm[f].(map[string]any)
+				if !ok {
+					continue
+				}
+				if f == "annotations" {
+					// The commit annotation changes with every commit and is not in the manifest hash: a new
+					// commit of an unchanged manifest is no drift, and writing it would make every push write
+					// every object.
+					wf = maps.Clone(wf)
+					delete(wf, pipeline.AnnotationCommit)
+				}
+				if !containsValue(hm[f], wf) {
+					return false
+				}
+			}
+			continue
+		}
+		if k == "status" {
+			continue
+		}
+		if !containsValue(have[k], w) {
+			return false
+		}
+	}
+	return true
+}
+
+func containsValue(have, want any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		h, ok := have.(map[string]any)
+		if !ok {
+			return len(w) == 0 && have == nil
+		}
+		for k, wv := range w {
+			if !containsValue(h[k], wv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		h, ok := have.([]any)
+		if !ok || len(h) != len(w) {
+			return len(w) == 0 && have == nil
+		}
+		for i := range w {
+			if !containsValue(h[i], w[i]) {
+				return false
+			}
+		}
+		return true
+	case nil:
+		return have == nil
+	}
+	if wn, ok := number(want); ok {
+		hn, ok := number(have)
+		return ok && hn == wn
+	}
+	return have == want
+}
+
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return float64(n), true
+	case int:
+		return float64(n), true
+	case int32:
+		return float64(n), true
+	case float64:
+		return n, true
+	}
+	return 0, false
 }
 
 // waitEstablished waits until every pending CRD reports Established and its kind resolves. It holds mu
@@ -257,40 +373,40 @@ type liveKey struct {
 	namespace string
 }
 
-// liveHash returns the manifest-hash annotation of u's live object, "" when it does not exist, is being deleted or
-// is not labelled with u's source target. The first object of a kind and namespace lists the metadata of all of
-// them with the source-target label: one request per kind instead of a read per object, which on a large set
-// is as many requests as the applies themselves. The list runs under mu, so concurrent objects of the kind
-// wait for it instead of listing again.
-func (a *applier) liveHash(ctx context.Context, u *unstructured.Unstructured) (string, error) {
+// liveObject returns u's live object, nil when it does not exist, is being deleted or is not labelled with u's
+// source target. The first object of a kind and namespace lists all of them with the source-target label: one
+// request per kind instead of a read per object, which on a large set is as many requests as the applies
+// themselves. The list runs under mu, so concurrent objects of the kind wait for it instead of listing again.
+func (a *applier) liveObject(ctx context.Context, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	target := u.GetLabels()[pipeline.LabelSourceTarget]
 	if target == "" {
-		return "", nil // not labelled by the labeler: always applied
+		return nil, nil // not labelled by the labeler: always applied
 	}
 	key := liveKey{gvk: u.GroupVersionKind(), namespace: u.GetNamespace()}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	hashes, ok := a.live[key]
+	objs, ok := a.live[key]
 	if !ok {
-		list := &metav1.PartialObjectMetadataList{}
+		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(key.gvk.GroupVersion().WithKind(key.gvk.Kind + "List"))
 		opts := []client.ListOption{client.MatchingLabels{pipeline.LabelSourceTarget: target}}
 		if key.namespace != "" {
 			opts = append(opts, client.InNamespace(key.namespace))
 		}
-		if err := a.clients.Platform.List(ctx, list, opts...); err != nil {
-			return "", err
+		// As the tenant: the Platform's identity cannot read tenant kinds (Secrets, custom resources).
+		if err := a.as.List(ctx, list, opts...); err != nil {
+			return nil, err
 		}
-		hashes = make(map[string]string, len(list.Items))
-		for _, o := range list.Items {
-			if o.DeletionTimestamp == nil {
-				hashes[o.Name] = o.Annotations[pipeline.AnnotationHash]
+		objs = make(map[string]*unstructured.Unstructured, len(list.Items))
+		for i := range list.Items {
+			if o := &list.Items[i]; o.GetDeletionTimestamp() == nil {
+				objs[o.GetName()] = o
 			}
 		}
 		if a.live == nil {
-			a.live = map[liveKey]map[string]string{}
+			a.live = map[liveKey]map[string]*unstructured.Unstructured{}
 		}
-		a.live[key] = hashes
+		a.live[key] = objs
 	}
-	return hashes[u.GetName()], nil
+	return objs[u.GetName()], nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -12,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	katastromav1 "github.com/quartet-dev/quartet-operator/internal/gitops/gen/katastroma/v1"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/inventory"
@@ -31,13 +34,22 @@ type Server struct {
 	katastromav1.UnimplementedProvisionerServiceServer
 	Clients *Clients
 	Next    katastromav1.PrunerServiceClient
+	// VerifyTimeout bounds the verify after a complete apply (0: DefaultVerifyTimeout; negative turns the verify
+	// off, and success then means applied).
+	VerifyTimeout time.Duration
+	// VerifyInterval is the pause between verify rounds (0: 2s).
+	VerifyInterval time.Duration
+	// BeforeBatch, when set, runs before the lease check that precedes each write batch (a test seam to hold an
+	// event inside its apply while a newer one takes the lease).
+	BeforeBatch func(pc pipeline.Context, gk schema.GroupKind)
 }
 
-// leaseError maps a lease or context problem to a gRPC status.
-func leaseError(err error) error {
+// LeaseError maps a lease or context problem to a gRPC status: a lost lease is superseded (final, never
+// replayed), anything else is unavailable (transient).
+func LeaseError(err error) error {
 	var lost *inventory.ErrLeaseLost
 	if errors.As(err, &lost) {
-		return status.Error(codes.Aborted, err.Error())
+		return stage.Superseded(err.Error())
 	}
 	return status.Error(codes.Unavailable, err.Error())
 }
@@ -48,43 +60,96 @@ func (s *Server) begin(ctx context.Context) (*applier, error) {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
 	if err := inventory.CheckLease(ctx, s.Clients.Platform, pc.Namespace, pc.SourceTarget, pc.LeaseID); err != nil {
-		return nil, leaseError(err)
+		return nil, LeaseError(err)
 	}
 	as, err := s.Clients.As(pc.Namespace, ServiceAccount)
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	return &applier{clients: s.Clients, as: as, pc: pc}, nil
+	a := &applier{clients: s.Clients, as: as, pc: pc}
+	a.fence = func(ctx context.Context, gk schema.GroupKind) error {
+		if s.BeforeBatch != nil {
+			s.BeforeBatch(pc, gk)
+		}
+		if err := inventory.CheckLease(ctx, s.Clients.Platform, pc.Namespace, pc.SourceTarget, pc.LeaseID); err != nil {
+			return LeaseError(err)
+		}
+		return nil
+	}
+	return a, nil
 }
 
-// record re-checks the lease and records the applied set as the inventory, moving whatever the previous
-// inventory had and this set lacks to the prune list.
+// record records the applied set as the inventory, moving whatever the previous inventory had and this set
+// lacks to the prune list, fenced by the lease (inventory.Record).
 func (s *Server) record(ctx context.Context, a *applier) error {
 	pc := a.pc
-	if err := inventory.CheckLease(ctx, s.Clients.Platform, pc.Namespace, pc.SourceTarget, pc.LeaseID); err != nil {
-		return leaseError(err)
+	err := inventory.Record(ctx, s.Clients.Platform, pc.Namespace, pc.SourceTarget, pc.LeaseID,
+		func(old *inventory.Inventory, _ bool) (*inventory.Inventory, bool) {
+			return &inventory.Inventory{Commit: pc.Commit, Objects: a.applied,
+				Prune: inventory.Minus(append(old.Objects, old.Prune...), a.applied)}, false
+		}, driftMarks(a))
+	var lost *inventory.ErrLeaseLost
+	if errors.As(err, &lost) {
+		return LeaseError(err)
 	}
-	old, cm, err := inventory.Read(ctx, s.Clients.Platform, pc.Namespace, pc.SourceTarget)
 	if err != nil {
-		return status.Error(codes.Unavailable, err.Error())
-	}
-	inv := &inventory.Inventory{Commit: pc.Commit, Objects: a.applied,
-		Prune: inventory.Minus(append(old.Objects, old.Prune...), a.applied)}
-	if err := inventory.Write(ctx, s.Clients.Platform, pc.Namespace, pc.SourceTarget, cm, inv); err != nil {
 		return status.Errorf(codes.Aborted, "recording the inventory: %v", err)
 	}
 	return nil
 }
 
-func (s *Server) finish(span trace.Span, a *applier) error {
+// driftMarks reports repaired drift on the source target (nil when there was none).
+func driftMarks(a *applier) map[string]string {
+	var repaired []string
+	for _, r := range a.results {
+		if r.GetAction() == ActionRepaired {
+			o := r.GetObject()
+			repaired = append(repaired, o.GetKind()+" "+o.GetNamespace()+"/"+o.GetName())
+		}
+	}
+	if len(repaired) == 0 {
+		return nil
+	}
+	sort.Strings(repaired)
+	return map[string]string{pipeline.AnnotationDriftRepaired: fmt.Sprintf("%s at commit %s: %d objects, first %s",
+		time.Now().UTC().Format(time.RFC3339), a.pc.Commit, len(repaired), repaired[0])}
+}
+
+// verify runs the health verify of what a applied (verify.go), unless it is turned off. Its span events go on
+// the stage span the shared wrapper opened.
+func (s *Server) verify(ctx context.Context, a *applier) error {
+	timeout, interval := s.VerifyTimeout, s.VerifyInterval
+	if timeout < 0 {
+		return nil
+	}
+	if timeout == 0 {
+		timeout = DefaultVerifyTimeout
+	}
+	if interval <= 0 {
+		interval = 2 * time.Second
+	}
+	return a.verify(ctx, trace.SpanFromContext(ctx), timeout, interval)
+}
+
+func (s *Server) finish(ctx context.Context, a *applier) error {
+	span := trace.SpanFromContext(ctx)
 	counts := map[string]int{}
 	for _, r := range a.results {
 		counts[r.GetAction()]++
+		if r.GetAction() == ActionRepaired {
+			o := r.GetObject()
+			span.AddEvent("drift.repaired", trace.WithAttributes(attribute.String("object.kind", o.GetKind()),
+				attribute.String("object.namespace", o.GetNamespace()), attribute.String("object.name", o.GetName())))
+		}
 	}
 	for action, n := range counts {
-		stage.CountObject(StageName, action, n)
+		stage.CountObject(ctx, StageName, action, n)
+	}
+	if n := counts[ActionRepaired]; n > 0 {
+		driftRepaired.WithLabelValues(a.pc.Tenant).Add(float64(n))
 	}
 	span.SetAttributes(attribute.Int("provisioner.applied", counts[ActionApplied]),
+		attribute.Int("provisioner.repaired", counts[ActionRepaired]),
 		attribute.Int("provisioner.unchanged", counts[ActionUnchanged]),
 		attribute.Int("provisioner.failed", counts[ActionFailed]))
 	if a.failures > 0 {
@@ -100,15 +165,15 @@ func (s *Server) finish(span trace.Span, a *applier) error {
 }
 
 // ProvisionStream applies each manifest as it arrives and streams its result back. When every object applied,
-// it records the inventory at the end; it never prunes.
-func (s *Server) ProvisionStream(stream grpc.BidiStreamingServer[katastromav1.Manifest, katastromav1.ObjectResult]) (err error) {
-	ctx, span := stage.Start(stream.Context(), StageName)
-	defer func() { stage.End(span, err) }()
+// it records the inventory and verifies the objects' health at the end; it never prunes.
+func (s *Server) ProvisionStream(stream grpc.BidiStreamingServer[katastromav1.Manifest, katastromav1.ObjectResult]) error {
+	ctx := stream.Context()
 	a, err := s.begin(ctx)
 	if err != nil {
 		return err
 	}
 	n := 0
+	var prev schema.GroupKind
 	for {
 		m, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -122,6 +187,12 @@ func (s *Server) ProvisionStream(stream grpc.BidiStreamingServer[katastromav1.Ma
 		if err != nil {
 			return status.Error(codes.InvalidArgument, err.Error())
 		}
+		if gk := u.GroupVersionKind().GroupKind(); n == 1 || gk != prev {
+			if err := a.fence(ctx, gk); err != nil {
+				return err
+			}
+			prev = gk
+		}
 		if err := stream.Send(a.add(ctx, u)); err != nil {
 			return err
 		}
@@ -129,17 +200,20 @@ func (s *Server) ProvisionStream(stream grpc.BidiStreamingServer[katastromav1.Ma
 	if err := pipeline.CheckCount(ctx, n); err != nil {
 		return status.Error(codes.DataLoss, err.Error())
 	}
-	if err := s.finish(span, a); err != nil {
+	if err := s.finish(ctx, a); err != nil {
 		return err
 	}
-	return s.record(ctx, a)
+	if err := s.record(ctx, a); err != nil {
+		return err
+	}
+	return s.verify(ctx, a)
 }
 
-// Provision applies every manifest; after a complete success it records the inventory and forwards the applied
-// set to the pruner (when Next is set). A failed or incomplete apply never reaches the pruner.
+// Provision applies every manifest; after a complete success it records the inventory, verifies the applied
+// objects' health and forwards the applied set to the pruner (when Next is set). A failed or incomplete apply or a
+// failed verify never reaches the pruner.
 func (s *Server) Provision(stream grpc.ClientStreamingServer[katastromav1.Manifest, katastromav1.StageSummary]) (err error) {
-	ctx, span := stage.Start(stream.Context(), StageName)
-	defer func() { stage.End(span, err) }()
+	ctx := stream.Context()
 	in, err := stage.RecvAll(stream)
 	if err != nil {
 		return err
@@ -164,11 +238,18 @@ func (s *Server) Provision(stream grpc.ClientStreamingServer[katastromav1.Manife
 		}
 		objs = append(objs, u)
 	}
-	a.applyAll(ctx, objs)
-	if err := s.finish(span, a); err != nil {
+	if err := a.applyAll(ctx, objs); err != nil {
+		return err
+	}
+	if err := s.finish(ctx, a); err != nil {
 		return err
 	}
 	if err := s.record(ctx, a); err != nil {
+		return err
+	}
+	// After the record: the inventory lists what was applied whether or not it turns healthy, so a later event
+	// prunes it. Before the pruner: an unhealthy set does not remove what the previous commit deployed.
+	if err := s.verify(ctx, a); err != nil {
 		return err
 	}
 	sum := &katastromav1.StageSummary{Stage: StageName, Objects: int32(len(a.results)), Results: a.results}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -15,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -82,13 +84,7 @@ func (s *Server) reversed(ctx context.Context, refs []*katastromav1.ObjectRef) (
 	return out, nil
 }
 
-func lease(err error) error {
-	var lost *inventory.ErrLeaseLost
-	if errors.As(err, &lost) {
-		return status.Error(codes.Aborted, err.Error())
-	}
-	return status.Error(codes.Unavailable, err.Error())
-}
+func lease(err error) error { return provisioner.LeaseError(err) }
 
 // prune deletes the stale objects for the desired set and returns a result per candidate.
 func (s *Server) prune(ctx context.Context, desired []*katastromav1.ObjectRef) ([]*katastromav1.ObjectResult, error) {
@@ -109,7 +105,7 @@ func (s *Server) prune(ctx context.Context, desired []*katastromav1.ObjectRef) (
 	if err := inventory.CheckLease(ctx, s.Clients.Platform, pc.Namespace, pc.SourceTarget, pc.LeaseID); err != nil {
 		return nil, lease(err)
 	}
-	inv, cm, err := inventory.Read(ctx, s.Clients.Platform, pc.Namespace, pc.SourceTarget)
+	inv, _, err := inventory.Read(ctx, s.Clients.Platform, pc.Namespace, pc.SourceTarget)
 	if err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}
@@ -124,7 +120,16 @@ func (s *Server) prune(ctx context.Context, desired []*katastromav1.ObjectRef) (
 	owner := labeler.LabelValue(pc.Namespace + "." + pc.SourceTarget)
 	var results []*katastromav1.ObjectResult
 	var left []*katastromav1.ObjectRef
-	for _, r := range stale {
+	var batch schema.GroupKind
+	for i, r := range stale {
+		// Deletions of one kind are a write batch: the lease is checked before each, so a superseded event
+		// stops deleting as soon as a newer one holds the source target (which prunes from the same inventory).
+		if gk := pipeline.RefObject(r).GroupVersionKind().GroupKind(); i == 0 || gk != batch {
+			if err := inventory.CheckLease(ctx, s.Clients.Platform, pc.Namespace, pc.SourceTarget, pc.LeaseID); err != nil {
+				return results, lease(err)
+			}
+			batch = gk
+		}
 		action, err := s.deleteOne(ctx, as, r, owner)
 		res := &katastromav1.ObjectResult{Object: r, Action: action}
 		if err != nil {
@@ -133,21 +138,25 @@ func (s *Server) prune(ctx context.Context, desired []*katastromav1.ObjectRef) (
 		}
 		results = append(results, res)
 	}
-	if err := inventory.CheckLease(ctx, s.Clients.Platform, pc.Namespace, pc.SourceTarget, pc.LeaseID); err != nil {
-		return results, lease(err)
-	}
-	switch {
-	case pc.Offboard && len(left) == 0 && cm != nil:
-		err = client.IgnoreNotFound(s.Clients.Platform.Delete(ctx, cm,
-			client.Preconditions{ResourceVersion: &cm.ResourceVersion}))
-	case cm != nil || len(left) > 0:
-		next := &inventory.Inventory{Commit: inv.Commit, Objects: desired, Prune: left}
-		if pc.Offboard {
-			next.Objects = nil
-		}
-		err = inventory.Write(ctx, s.Clients.Platform, pc.Namespace, pc.SourceTarget, cm, next)
-	}
+	err = inventory.Record(ctx, s.Clients.Platform, pc.Namespace, pc.SourceTarget, pc.LeaseID,
+		func(old *inventory.Inventory, exists bool) (*inventory.Inventory, bool) {
+			switch {
+			case pc.Offboard && len(left) == 0:
+				return nil, exists
+			case !exists && len(left) == 0:
+				return nil, false
+			}
+			next := &inventory.Inventory{Commit: old.Commit, Objects: desired, Prune: left}
+			if pc.Offboard {
+				next.Objects = nil
+			}
+			return next, false
+		}, nil)
 	if err != nil {
+		var lost *inventory.ErrLeaseLost
+		if errors.As(err, &lost) {
+			return results, lease(err)
+		}
 		return results, status.Errorf(codes.Aborted, "recording the inventory: %v", err)
 	}
 	if len(left) > 0 {
@@ -160,11 +169,15 @@ func (s *Server) prune(ctx context.Context, desired []*katastromav1.ObjectRef) (
 // deleteOne deletes one object as the tenant's pruner, unless it is gone or no longer carries this source
 // target's label (someone else owns it now).
 func (s *Server) deleteOne(ctx context.Context, as client.Client, r *katastromav1.ObjectRef, owner string) (string, error) {
-	live := pipeline.RefObject(r)
-	err := s.Clients.Platform.Get(ctx, types.NamespacedName{Namespace: r.GetNamespace(), Name: r.GetName()}, live)
-	if apierrors.IsNotFound(err) {
-		return provisioner.ActionDeleted, nil
+	live, err := s.served(r)
+	if err != nil {
+		if isNoMatch(err) {
+			return provisioner.ActionDeleted, nil // no version of the kind is served: nothing of it is left
+		}
+		return provisioner.ActionFailed, err
 	}
+	// Read as the tenant's pruner: it may read what it may delete, the Platform's identity reads no tenant kinds.
+	err = as.Get(ctx, types.NamespacedName{Namespace: r.GetNamespace(), Name: r.GetName()}, live)
 	if err != nil {
 		if apierrors.IsNotFound(err) || isNoMatch(err) {
 			return provisioner.ActionDeleted, nil
@@ -181,6 +194,23 @@ func (s *Server) deleteOne(ctx context.Context, as client.Client, r *katastromav
 	return provisioner.ActionDeleted, nil
 }
 
+// served returns an object to read r through: at its recorded version while that is served, otherwise at the
+// kind's preferred version. The inventory keys objects without the version, so the recorded one may be a version
+// a CRD has since dropped; the object is still there under another.
+func (s *Server) served(r *katastromav1.ObjectRef) (*unstructured.Unstructured, error) {
+	live := pipeline.RefObject(r)
+	gvk := live.GroupVersionKind()
+	if _, err := s.Clients.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil || !isNoMatch(err) {
+		return live, err
+	}
+	m, err := s.Clients.Mapper.RESTMapping(gvk.GroupKind())
+	if err != nil {
+		return nil, err
+	}
+	live.SetGroupVersionKind(m.GroupVersionKind)
+	return live, nil
+}
+
 func count(results []*katastromav1.ObjectResult) map[string]int {
 	m := map[string]int{}
 	for _, r := range results {
@@ -190,9 +220,8 @@ func count(results []*katastromav1.ObjectResult) map[string]int {
 }
 
 // PruneStream receives the desired set until the client half-closes, prunes and streams a result per candidate.
-func (s *Server) PruneStream(stream grpc.BidiStreamingServer[katastromav1.ObjectRef, katastromav1.ObjectResult]) (err error) {
-	ctx, span := stage.Start(stream.Context(), StageName)
-	defer func() { stage.End(span, err) }()
+func (s *Server) PruneStream(stream grpc.BidiStreamingServer[katastromav1.ObjectRef, katastromav1.ObjectResult]) error {
+	ctx := stream.Context()
 	desired, err := stage.RecvAll(stream)
 	if err != nil {
 		return err
@@ -207,9 +236,8 @@ func (s *Server) PruneStream(stream grpc.BidiStreamingServer[katastromav1.Object
 }
 
 // Prune receives the desired set, prunes and answers with a summary.
-func (s *Server) Prune(stream grpc.ClientStreamingServer[katastromav1.ObjectRef, katastromav1.StageSummary]) (err error) {
-	ctx, span := stage.Start(stream.Context(), StageName)
-	defer func() { stage.End(span, err) }()
+func (s *Server) Prune(stream grpc.ClientStreamingServer[katastromav1.ObjectRef, katastromav1.StageSummary]) error {
+	ctx := stream.Context()
 	desired, err := stage.RecvAll(stream)
 	if err != nil {
 		return err
@@ -217,9 +245,9 @@ func (s *Server) Prune(stream grpc.ClientStreamingServer[katastromav1.ObjectRef,
 	results, err := s.prune(ctx, desired)
 	c := count(results)
 	for a, n := range c {
-		stage.CountObject(StageName, a, n)
+		stage.CountObject(ctx, StageName, a, n)
 	}
-	span.SetAttributes(attribute.Int("pruner.deleted", c[provisioner.ActionDeleted]))
+	trace.SpanFromContext(ctx).SetAttributes(attribute.Int("pruner.deleted", c[provisioner.ActionDeleted]))
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
-	"sigs.k8s.io/yaml"
 
 	"github.com/quartet-dev/quartet-operator/internal/gitops/pipeline"
 )
@@ -37,16 +36,11 @@ const (
 	Plain     Type = "PLAIN"
 )
 
-// Limits bound what the renderer accepts.
-type Limits struct {
-	// MaxBytes is the largest total size of regular files in the tar.
-	MaxBytes int64
-	// MaxFiles is the largest number of regular files in the tar.
-	MaxFiles int
-}
+// Limits bound what the renderer accepts (the same limits the source handler ships under).
+type Limits = pipeline.Limits
 
 // DefaultLimits are 64 MiB and 10,000 files.
-var DefaultLimits = Limits{MaxBytes: 64 << 20, MaxFiles: 10000}
+var DefaultLimits = pipeline.DefaultLimits
 
 // Input is what a render needs besides the files.
 type Input struct {
@@ -54,6 +48,29 @@ type Input struct {
 	ReleaseName, Namespace string
 	// Overrides are Helm values (YAML) from the source target's overrides.
 	Overrides []byte
+	// Path is the source target's directory relative to the root of the files ("" is the root). Kustomize
+	// builds there with every file available (an overlay's ../base); Helm and plain YAML see only that directory.
+	Path string
+}
+
+// Hook is a Helm hook the renderer skipped.
+type Hook struct {
+	Kind, Name, Path string
+	// Events are the hook's events (pre-install, post-upgrade, …).
+	Events []string
+}
+
+// String names the hook as warnings show it: Job/migrate (pre-install,pre-upgrade).
+func (h Hook) String() string {
+	return fmt.Sprintf("%s/%s (%s)", h.Kind, h.Name, strings.Join(h.Events, ","))
+}
+
+// Output is what a render produced.
+type Output struct {
+	Objects []*unstructured.Unstructured
+	Type    Type
+	// SkippedHooks are the chart's Helm hooks, which are not applied.
+	SkippedHooks []Hook
 }
 
 // Untar reads a tar into memory, refusing links, absolute or escaping paths and anything over the limits.
@@ -81,11 +98,11 @@ func Untar(r io.Reader, lim Limits) (map[string][]byte, error) {
 			return nil, fmt.Errorf("tar entry %q escapes the source target path", h.Name)
 		}
 		if len(files) >= lim.MaxFiles {
-			return nil, fmt.Errorf("the source target has more than %d files", lim.MaxFiles)
+			return nil, fmt.Errorf("the files shipped have more than %d files (the render limit is %s)", lim.MaxFiles, lim)
 		}
 		total += h.Size
 		if total > lim.MaxBytes {
-			return nil, fmt.Errorf("the source target is larger than %d bytes", lim.MaxBytes)
+			return nil, fmt.Errorf("the files shipped are larger than %d bytes (the render limit is %s)", lim.MaxBytes, lim)
 		}
 		b, err := io.ReadAll(io.LimitReader(tr, h.Size+1))
 		if err != nil {
@@ -108,27 +125,49 @@ func Detect(files map[string][]byte) Type {
 	return Plain
 }
 
-// Render renders a file set into objects.
+// Render renders a file set into objects (see RenderAll).
 func Render(files map[string][]byte, in Input) ([]*unstructured.Unstructured, Type, error) {
-	t := Detect(files)
+	out, err := RenderAll(files, in)
+	return out.Objects, out.Type, err
+}
+
+// RenderAll renders the source target at in.Path of a file set. The renderer is chosen by the files in that
+// directory.
+func RenderAll(files map[string][]byte, in Input) (Output, error) {
+	dir := strings.Trim(path.Clean("/"+in.Path), "/")
+	sub := under(files, dir)
+	res := Output{Type: Detect(sub)}
 	var out []byte
 	var err error
-	switch t {
+	switch res.Type {
 	case Helm:
-		out, err = renderHelm(files, in)
+		out, res.SkippedHooks, err = renderHelm(sub, in)
 	case Kustomize:
-		out, err = renderKustomize(files)
+		out, err = renderKustomize(files, dir)
 	default:
-		out = renderPlain(files)
+		out = renderPlain(sub)
 	}
 	if err != nil {
-		return nil, t, err
+		return res, err
 	}
-	objs, err := pipeline.SplitYAML(out)
-	if err != nil {
-		return nil, t, fmt.Errorf("%s output: %w", t, err)
+	if res.Objects, err = pipeline.SplitYAML(out); err != nil {
+		return res, fmt.Errorf("%s output: %w", res.Type, err)
 	}
-	return objs, t, nil
+	return res, nil
+}
+
+// under returns the files below dir, with paths relative to it.
+func under(files map[string][]byte, dir string) map[string][]byte {
+	if dir == "" {
+		return files
+	}
+	out := map[string][]byte{}
+	for n, b := range files {
+		if rest, ok := strings.CutPrefix(n, dir+"/"); ok {
+			out[rest] = b
+		}
+	}
+	return out
 }
 
 func sortedNames(files map[string][]byte) []string {
@@ -152,27 +191,29 @@ func renderPlain(files map[string][]byte) []byte {
 	return b.Bytes()
 }
 
-func renderHelm(files map[string][]byte, in Input) ([]byte, error) {
+// renderHelm renders a chart. Hooks are skipped (returned, not rendered): a GitOps apply has no install or
+// upgrade lifecycle to run them in, and applying them with the rest would run a pre-install Job on every push.
+func renderHelm(files map[string][]byte, in Input) ([]byte, []Hook, error) {
 	var bf []*archive.BufferedFile
 	for _, n := range sortedNames(files) {
 		bf = append(bf, &archive.BufferedFile{Name: n, Data: files[n]})
 	}
 	ch, err := chartloader.LoadFiles(bf)
 	if err != nil {
-		return nil, fmt.Errorf("loading the chart: %w", err)
+		return nil, nil, fmt.Errorf("loading the chart: %w", err)
 	}
 	vals, err := common.ReadValues(in.Overrides)
 	if err != nil {
-		return nil, fmt.Errorf("overrides are not valid Helm values: %w", err)
+		return nil, nil, fmt.Errorf("overrides are not valid Helm values: %w", err)
 	}
 	rv, err := chartutil.ToRenderValues(ch, vals, common.ReleaseOptions{
 		Name: in.ReleaseName, Namespace: in.Namespace, Revision: 1, IsInstall: true}, nil)
 	if err != nil {
-		return nil, fmt.Errorf("chart values: %w", err)
+		return nil, nil, fmt.Errorf("chart values: %w", err)
 	}
 	rendered, err := engine.Render(ch, rv)
 	if err != nil {
-		return nil, fmt.Errorf("rendering the chart: %w", err)
+		return nil, nil, fmt.Errorf("rendering the chart: %w", err)
 	}
 	for n := range rendered {
 		if strings.HasSuffix(n, "NOTES.txt") {
@@ -181,12 +222,15 @@ func renderHelm(files map[string][]byte, in Input) ([]byte, error) {
 	}
 	hooks, manifests, err := releaseutil.SortManifests(rendered, nil, releaseutil.InstallOrder)
 	if err != nil {
-		return nil, fmt.Errorf("splitting the chart output: %w", err)
+		return nil, nil, fmt.Errorf("splitting the chart output: %w", err)
 	}
-	if len(hooks) > 0 {
-		return nil, fmt.Errorf("the chart has Helm hooks (%s %s in %s): hooks are not supported, since a GitOps "+
-			"pipeline applies a desired state and has no install/upgrade lifecycle to run them in",
-			hooks[0].Kind, hooks[0].Name, hooks[0].Path)
+	skipped := make([]Hook, 0, len(hooks))
+	for _, h := range hooks {
+		ev := make([]string, 0, len(h.Events))
+		for _, e := range h.Events {
+			ev = append(ev, string(e))
+		}
+		skipped = append(skipped, Hook{Kind: h.Kind, Name: h.Name, Path: h.Path, Events: ev})
 	}
 	var b bytes.Buffer
 	for _, crd := range ch.CRDObjects() {
@@ -197,45 +241,32 @@ func renderHelm(files map[string][]byte, in Input) ([]byte, error) {
 		b.WriteString("\n---\n")
 		b.WriteString(m.Content)
 	}
-	return b.Bytes(), nil
+	return b.Bytes(), skipped, nil
 }
 
-// remote reports kustomization entries that would make kustomize fetch (and run git) at render time.
-func remote(s string) bool {
-	return strings.Contains(s, "://") || strings.HasPrefix(s, "git@") || strings.HasPrefix(s, "github.com/") ||
-		strings.Contains(s, "?ref=")
-}
-
-func checkKustomizations(files map[string][]byte) error {
-	for n, b := range files {
-		switch path.Base(n) {
-		case "kustomization.yaml", "kustomization.yml", "Kustomization":
-		default:
-			continue
-		}
-		var k struct {
-			Resources  []string `json:"resources"`
-			Bases      []string `json:"bases"`
-			Components []string `json:"components"`
-			HelmCharts []any    `json:"helmCharts"`
-		}
-		if err := yaml.Unmarshal(b, &k); err != nil {
-			return fmt.Errorf("%s: %w", n, err)
-		}
+// checkKustomizations refuses what would make kustomize fetch or run a program: remote resources (kustomize
+// would run git) and helmCharts (the helm binary). Only the kustomizations the build at dir reaches are checked, so
+// an unrelated directory of the shipped subtree does not fail the target.
+func checkKustomizations(files map[string][]byte, dir string) error {
+	_, _, err := pipeline.WalkKustomizations(pipeline.MapTree(files), dir, func(file string, k pipeline.Kustomization) error {
 		if len(k.HelmCharts) > 0 {
-			return fmt.Errorf("%s: helmCharts is not supported (it runs the helm binary)", n)
+			return fmt.Errorf("%s: helmCharts is not supported (it runs the helm binary)", file)
 		}
-		for _, r := range append(append(k.Resources, k.Bases...), k.Components...) {
-			if remote(r) {
-				return fmt.Errorf("%s: remote resource %q is not supported; vendor it into the repository", n, r)
+		for _, r := range k.References() {
+			if pipeline.Remote(r) {
+				return fmt.Errorf("%s: remote resource %q is not supported; vendor it into the repository", file, r)
 			}
 		}
-	}
-	return nil
+		return nil
+	})
+	return err
 }
 
-func renderKustomize(files map[string][]byte) ([]byte, error) {
-	if err := checkKustomizations(files); err != nil {
+// renderKustomize builds the kustomization at dir with every file shipped in an in-memory filesystem, so an overlay
+// reaches its ../base. Load restrictions stay root-only: files a kustomization loads (patches, generator sources)
+// must lie under its own directory, and only other kustomizations are reached across directories.
+func renderKustomize(files map[string][]byte, dir string) ([]byte, error) {
+	if err := checkKustomizations(files, dir); err != nil {
 		return nil, err
 	}
 	fs := filesys.MakeFsInMemory()
@@ -248,7 +279,7 @@ func renderKustomize(files map[string][]byte) ([]byte, error) {
 			return nil, err
 		}
 	}
-	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fs, "/src")
+	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fs, path.Join("/src", dir))
 	if err != nil {
 		return nil, fmt.Errorf("kustomize build: %w", err)
 	}

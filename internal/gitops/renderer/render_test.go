@@ -45,6 +45,14 @@ spec:
   versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}]
 `
 
+const hookJob = `apiVersion: batch/v1
+kind: Job
+metadata:
+  name: migrate
+  annotations: {"helm.sh/hook": "pre-install,post-upgrade"}
+spec: {template: {spec: {restartPolicy: Never, containers: [{name: m, image: busybox}]}}}
+`
+
 func kinds(t *testing.T, files map[string][]byte, in Input) ([]string, Type, error) {
 	t.Helper()
 	objs, typ, err := Render(files, in)
@@ -99,15 +107,41 @@ func TestRender(t *testing.T) {
 			typ: Helm, want: []string{"CustomResourceDefinition/widgets.example.com", "ConfigMap/web-cfg"},
 		},
 		{
-			name: "helm rejects hooks with a clear error",
-			files: map[string]string{"Chart.yaml": chartYAML, "templates/job.yaml": `apiVersion: batch/v1
-kind: Job
-metadata:
-  name: migrate
-  annotations: {"helm.sh/hook": pre-install}
-spec: {template: {spec: {restartPolicy: Never, containers: [{name: m, image: busybox}]}}}
-`},
-			typ: Helm, wantErr: "hooks are not supported",
+			name: "kustomize builds an overlay at the target path with its ../base",
+			files: map[string]string{
+				"envs/prod/kustomization.yaml": "resources: [../../base]\nnamePrefix: prod-\n",
+				"base/kustomization.yaml":      "resources: [cm.yaml]\n", "base/cm.yaml": cmDoc("c"),
+				"envs/dev/kustomization.yaml": "helmCharts: [{name: x}]\n",
+			},
+			in:  Input{Path: "envs/prod"},
+			typ: Kustomize, want: []string{"ConfigMap/prod-c"},
+		},
+		{
+			name: "kustomize refuses remote resources reached through a base",
+			files: map[string]string{
+				"envs/prod/kustomization.yaml": "resources: [../../base]\n",
+				"base/kustomization.yaml":      "resources: [\"github.com/org/repo/deploy?ref=main\"]\n",
+			},
+			in:  Input{Path: "envs/prod"},
+			typ: Kustomize, wantErr: "base/kustomization.yaml: remote resource",
+		},
+		{
+			name:  "plain renders only the target path",
+			files: map[string]string{"app/a.yaml": cmDoc("a"), "other/b.yaml": cmDoc("b")},
+			in:    Input{Path: "app"}, typ: Plain, want: []string{"ConfigMap/a"},
+		},
+		{
+			name:  "helm renders the chart at the target path",
+			files: map[string]string{"charts/web/Chart.yaml": chartYAML, "charts/web/templates/cm.yaml": chartTemplate},
+			in:    Input{ReleaseName: "web", Namespace: "team-a", Path: "charts/web"},
+			typ:   Helm, want: []string{"ConfigMap/web-cfg"},
+		},
+		{
+			name: "helm skips hooks and renders the rest",
+			files: map[string]string{"Chart.yaml": chartYAML, "templates/cm.yaml": chartTemplate,
+				"templates/job.yaml": hookJob},
+			in:  Input{ReleaseName: "web", Namespace: "team-a"},
+			typ: Helm, want: []string{"ConfigMap/web-cfg"},
 		},
 		{
 			name:  "helm reports template errors",
@@ -183,4 +217,15 @@ func FuzzUntar(f *testing.F) {
 			_, _, _ = Render(files, Input{ReleaseName: "r", Namespace: "n"})
 		}
 	})
+}
+
+func TestHelmHooksAreReportedAsSkipped(t *testing.T) {
+	g := NewWithT(t)
+	out, err := RenderAll(map[string][]byte{"Chart.yaml": []byte(chartYAML), "templates/job.yaml": []byte(hookJob),
+		"templates/cm.yaml": []byte(chartTemplate)}, Input{ReleaseName: "web", Namespace: "team-a"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out.Objects).To(HaveLen(1))
+	g.Expect(out.SkippedHooks).To(Equal([]Hook{{Kind: "Job", Name: "migrate", Path: "demo/templates/job.yaml",
+		Events: []string{"pre-install", "post-upgrade"}}}))
+	g.Expect(out.SkippedHooks[0].String()).To(Equal("Job/migrate (pre-install,post-upgrade)"))
 }

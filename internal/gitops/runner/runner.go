@@ -15,12 +15,14 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"google.golang.org/grpc"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	katastromav1 "github.com/quartet-dev/quartet-operator/internal/gitops/gen/katastroma/v1"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/labeler"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/orderer"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/pipeline"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/provisioner"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/pruner"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/renderer"
@@ -60,8 +62,21 @@ type Options struct {
 	RegistrationAudience string
 	// BeforeStream is the source handler's test seam (see source.Handler).
 	BeforeStream func(source.Target, string)
+	// ReconcileTick is how often the source handler looks for source targets due for their periodic reconcile
+	// (0: every 10s).
+	ReconcileTick time.Duration
+	// VerifyTimeout bounds the provisioner's health verify (0: provisioner.DefaultVerifyTimeout; negative turns it
+	// off); VerifyInterval is the pause between its rounds (0: 2s).
+	VerifyTimeout, VerifyInterval time.Duration
+	// BeforeBatch is the provisioner's test seam (see provisioner.Server).
+	BeforeBatch func(pipeline.Context, schema.GroupKind)
 	// Listener, when set, is used instead of listening on GRPCAddr.
 	Listener net.Listener
+	// Connection sets the deadlines, keepalives and connection ages of the stage's server and of its connections
+	// to other stages (zero fields: stage.DefaultConnection).
+	Connection stage.Connection
+	// GitTimeout bounds each git fetch or ref listing of the source handler (0: source.DefaultGitTimeout).
+	GitTimeout time.Duration
 }
 
 // Running is a started stage.
@@ -76,16 +91,16 @@ type Running struct {
 // Wait returns when the stage stopped (after ctx ended and the drain finished).
 func (r *Running) Wait() error { return <-r.done }
 
-func dial(addr string) (*grpc.ClientConn, error) {
+func dial(addr string, c stage.Connection) (*grpc.ClientConn, error) {
 	if addr == "" {
 		return nil, nil
 	}
-	return stage.Dial(addr)
+	return stage.DialWith(addr, c)
 }
 
 // Start starts one stage; it stops, draining in-flight work, when ctx ends.
 func Start(ctx context.Context, name string, o Options) (*Running, error) {
-	next, err := dial(o.Next)
+	next, err := dial(o.Next, o.Connection)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +138,8 @@ func Start(ctx context.Context, name string, o Options) (*Running, error) {
 		if err != nil {
 			return nil, err
 		}
-		srv := &provisioner.Server{Clients: clients}
+		srv := &provisioner.Server{Clients: clients, BeforeBatch: o.BeforeBatch, VerifyTimeout: o.VerifyTimeout,
+			VerifyInterval: o.VerifyInterval}
 		if next != nil {
 			srv.Next = katastromav1.NewPrunerServiceClient(next)
 		}
@@ -135,7 +151,7 @@ func Start(ctx context.Context, name string, o Options) (*Running, error) {
 		}
 		srv := &pruner.Server{Clients: clients}
 		if o.OrdererAddr != "" {
-			oc, err := dial(o.OrdererAddr)
+			oc, err := dial(o.OrdererAddr, o.Connection)
 			if err != nil {
 				return nil, err
 			}
@@ -155,8 +171,13 @@ func Start(ctx context.Context, name string, o Options) (*Running, error) {
 			return nil, errors.New("stage source needs the renderer address")
 		}
 		handler = &source.Handler{Client: c, Renderer: katastromav1.NewRendererServiceClient(next), Lease: o.Lease,
-			Audience: o.RegistrationAudience, BeforeStream: o.BeforeStream}
+			Audience: o.RegistrationAudience, BeforeStream: o.BeforeStream, GitTimeout: o.GitTimeout}
 		handler.Start(ctx)
+		tick := o.ReconcileTick
+		if tick <= 0 {
+			tick = 10 * time.Second
+		}
+		go handler.Reconcile(ctx, tick)
 		srv := &source.Server{Handler: handler}
 		register = func(g *grpc.Server) { katastromav1.RegisterSourceHandlerServiceServer(g, srv) }
 	default:
@@ -169,7 +190,7 @@ func Start(ctx context.Context, name string, o Options) (*Running, error) {
 		}
 	}
 	r := &Running{Name: name, GRPCAddr: lis.Addr().String(), Handler: handler, done: make(chan error, 1)}
-	srv := stage.New(name, register)
+	srv := stage.NewWith(name, o.Connection, register)
 	var httpSrv *http.Server
 	var httpLis net.Listener
 	if handler != nil && o.HTTPAddr != "" {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
@@ -75,6 +76,24 @@ func AuthFromSecret(s *corev1.Secret) (transport.AuthMethod, error) {
 	default:
 		return nil, fmt.Errorf("secret %s: unknown credential type %q (want github-token, basic-auth or ssh-key)", s.Name, t)
 	}
+}
+
+// DefaultGitTimeout bounds one git fetch or ref listing when the handler sets none (--git-timeout).
+const DefaultGitTimeout = 2 * time.Minute
+
+// gitDeadline runs one git operation under a deadline of d (DefaultGitTimeout when 0) and says so when the
+// deadline ended it: a git server that accepts and never answers must fail the event, not stall it.
+func gitDeadline(ctx context.Context, d time.Duration, what string, f func(context.Context) error) error {
+	if d <= 0 {
+		d = DefaultGitTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	err := f(ctx)
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%s: no answer within the git timeout of %s (--git-timeout): %w", what, d, err)
+	}
+	return err
 }
 
 // authMethod is a git credential.

@@ -27,6 +27,7 @@ type pushPayload struct {
 	Ref        string `json:"ref"`
 	After      string `json:"after"`
 	Deleted    bool   `json:"deleted"`
+	Forced     bool   `json:"forced"`
 	Repository struct {
 		CloneURL string `json:"clone_url"`
 		SSHURL   string `json:"ssh_url"`
@@ -58,7 +59,7 @@ func ParsePush(body []byte) (Push, error) {
 	if p.Repository.CloneURL == "" && p.Repository.SSHURL == "" && p.Repository.HTMLURL == "" {
 		return Push{}, errors.New("push payload: repository has no URL")
 	}
-	out := Push{Ref: p.Ref, After: p.After, Deleted: p.Deleted,
+	out := Push{Ref: p.Ref, After: p.After, Deleted: p.Deleted, Forced: p.Forced,
 		RepoURLs: []string{p.Repository.CloneURL, p.Repository.SSHURL, p.Repository.GitURL, p.Repository.HTMLURL}}
 	for _, c := range p.Commits {
 		out.Files = append(out.Files, c.Added...)

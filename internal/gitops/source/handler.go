@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -20,6 +23,7 @@ import (
 	"github.com/quartet-dev/quartet-operator/internal/gitops/inventory"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/pipeline"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/stage"
+	"github.com/quartet-dev/quartet-operator/internal/telemetry"
 )
 
 // StageName names the source handler in metrics.
@@ -48,9 +52,17 @@ type Handler struct {
 	// Audience is the audience registration API tokens must be issued for (--registration-audience); empty
 	// means DefaultRegistrationAudience.
 	Audience string
+	// Limits bound the subtree shipped to the renderer (zero: pipeline.DefaultLimits, which the renderer enforces
+	// too).
+	Limits pipeline.Limits
 	// BeforeStream, when set, runs after the clone and before the lease check that precedes streaming (a test
 	// seam to hold a processor while a newer event takes the lease).
 	BeforeStream func(t Target, leaseID string)
+	// GitTimeout bounds each git fetch and ref listing (0: DefaultGitTimeout).
+	GitTimeout time.Duration
+
+	// rec tracks the periodic reconciles (Reconcile).
+	rec reconciler
 
 	// base is the context events run in: it outlives the request that started them.
 	base     context.Context
@@ -79,6 +91,11 @@ func TargetFromConfigMap(cm *corev1.ConfigMap) (Target, error) {
 		CredentialSecret: cm.Annotations[pipeline.AnnotationCredentials],
 		Offboard:         cm.Annotations[pipeline.AnnotationOffboard] == "true",
 		LeaseID:          cm.Annotations[pipeline.AnnotationLeaseID]}
+	if !cm.DeletionTimestamp.IsZero() {
+		// A deleted target only runs the offboarding of its deletion (deletion.go): a push, retrieve or replay
+		// arriving meanwhile must not deploy again what is being pruned.
+		return t, fmt.Errorf("source target %s/%s is being deleted", cm.Namespace, cm.Name)
+	}
 	var missing []string
 	for k, v := range map[string]string{"repo-url": t.RepoURL, "ref": t.Ref, "path": t.Path} {
 		if v == "" {
@@ -135,7 +152,10 @@ func startEvent(kind, tenant string, attrs ...attribute.KeyValue) (context.Conte
 	ctx, span := tracer().Start(context.Background(), "event", trace.WithNewRoot(), trace.WithAttributes(attrs...))
 	// The same attributes (katastroma.replay_of included) let pharos attribute the child to the right event even
 	// when it arrives before the root.
-	_, started := tracer().Start(ctx, EventStartedSpanName, trace.WithAttributes(attrs...))
+	// It is exported at once, not with the next batch: a processor that dies in the first seconds of the event
+	// must still leave it behind.
+	_, started := telemetry.ImmediateTracer(stage.TracerName).Start(ctx, EventStartedSpanName,
+		trace.WithAttributes(attrs...))
 	started.End()
 	return ctx, span
 }
@@ -187,9 +207,13 @@ func (h *Handler) process(j *job) (err error) {
 	ctx, t := j.ctx, j.target
 	key := types.NamespacedName{Namespace: t.Namespace, Name: t.Name}
 	result := ResultFailed
+	// notes are annotations recorded on the source target with the result (only after the pipeline answered).
+	var notes map[string]string
 	defer func() {
-		if errors.Is(err, errAbandoned) {
-			j.span.SetAttributes(attribute.Bool("abandoned", true))
+		// Abandoned before streaming or superseded inside a stage: a newer event holds the lease and does the
+		// work, so this is no failure, the lease is not ours to release and nothing replays it.
+		if errors.Is(err, errAbandoned) || stage.IsSuperseded(err) {
+			j.span.SetAttributes(attribute.Bool("abandoned", true), attribute.Bool(stage.AttrSuperseded, true))
 			j.span.End()
 			err = nil
 			return
@@ -197,27 +221,33 @@ func (h *Handler) process(j *job) (err error) {
 		if err == nil {
 			result = ResultSucceeded
 		}
-		if rerr := Release(context.WithoutCancel(ctx), h.Client, key, j.leaseID, result); rerr != nil && err == nil {
+		if rerr := Release(context.WithoutCancel(ctx), h.Client, key, j.leaseID, result, notes); rerr != nil && err == nil {
 			err = fmt.Errorf("releasing the lease: %w", rerr)
 		}
 		stage.End(j.span, err)
 	}()
 	var chunks []*katastromav1.Chunk
+	var targetPath string
 	if !t.Offboard {
 		auth, err := h.auth(ctx, t)
 		if err != nil {
 			return err
 		}
-		commit, err := FetchCommit(ctx, t.RepoURL, t.Ref, j.commit, auth)
+		commit, err := h.fetchCommit(ctx, t, j.commit, auth)
 		if err != nil {
 			return err
 		}
-		tarball, n, err := TarPath(commit, t.Path)
+		lim := h.Limits
+		if lim.MaxFiles == 0 {
+			lim = pipeline.DefaultLimits
+		}
+		sub, err := ShipSubtree(commit, t.Namespace+"/"+t.Name, t.Path, lim)
 		if err != nil {
 			return err
 		}
-		chunks = pipeline.Chunks(tarball)
-		j.span.SetAttributes(attribute.Int("source.files", n), attribute.Int("source.tar_bytes", len(tarball)))
+		chunks, targetPath = pipeline.Chunks(sub.Tar), sub.Target
+		j.span.SetAttributes(attribute.Int("source.files", sub.Files), attribute.Int("source.tar_bytes", len(sub.Tar)),
+			attribute.String("source.subtree", sub.Root))
 	}
 	if h.BeforeStream != nil {
 		h.BeforeStream(t, j.leaseID)
@@ -239,13 +269,35 @@ func (h *Handler) process(j *job) (err error) {
 	if t.Overrides != "" {
 		sctx = metadata.AppendToOutgoingContext(sctx, pipeline.MDOverrides, t.Overrides)
 	}
+	if targetPath != "" {
+		sctx = metadata.AppendToOutgoingContext(sctx, pipeline.MDTargetPath, targetPath)
+	}
 	sum, err := stage.Forward(sctx, h.Renderer.Render, chunks)
 	if err != nil {
 		return fmt.Errorf("pipeline: %w", err)
 	}
-	stage.CountObject(StageName, "targets", 1)
+	notes = map[string]string{pipeline.AnnotationRenderWarnings: renderWarnings(j.commit, sum)}
+	stage.CountObject(ctx, StageName, "targets", 1)
 	j.span.SetAttributes(attribute.Int("rendered", int(sum.GetObjects())))
 	return nil
+}
+
+// fetchCommit fetches a target's commit under the git timeout.
+func (h *Handler) fetchCommit(ctx context.Context, t Target, sha string, auth authMethod) (c *object.Commit, err error) {
+	err = gitDeadline(ctx, h.GitTimeout, "fetching "+t.RepoURL, func(ctx context.Context) error {
+		c, err = FetchCommit(ctx, t.RepoURL, t.Ref, sha, auth)
+		return err
+	})
+	return c, err
+}
+
+// resolveRef resolves a target's ref under the git timeout.
+func (h *Handler) resolveRef(ctx context.Context, t Target, auth authMethod) (sha string, err error) {
+	err = gitDeadline(ctx, h.GitTimeout, "listing "+t.RepoURL, func(ctx context.Context) error {
+		sha, err = ResolveRef(ctx, t.RepoURL, t.Ref, auth)
+		return err
+	})
+	return sha, err
 }
 
 func (h *Handler) auth(ctx context.Context, t Target) (authMethod, error) {
@@ -260,4 +312,19 @@ func (h *Handler) auth(ctx context.Context, t Target) (authMethod, error) {
 		return nil, err
 	}
 	return AuthFromSecret(s)
+}
+
+// renderWarnings describes what the renderer skipped (Helm hooks), for the source target's
+// AnnotationRenderWarnings; "" when nothing was skipped.
+func renderWarnings(commit string, sum *katastromav1.StageSummary) string {
+	var skipped []string
+	for _, r := range sum.GetResults() {
+		if r.GetAction() == "skipped" && r.GetError() != "" {
+			skipped = append(skipped, r.GetError())
+		}
+	}
+	if len(skipped) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("commit %s: skipped %s", commit, strings.Join(skipped, "; "))
 }

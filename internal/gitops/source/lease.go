@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/quartet-dev/quartet-operator/internal/gitops/pipeline"
 )
@@ -60,6 +61,12 @@ func setLease(cm *corev1.ConfigMap, leaseID string, now time.Time) {
 	}
 	cm.Annotations[pipeline.AnnotationLeaseID] = leaseID
 	cm.Annotations[pipeline.AnnotationLeaseStart] = now.UTC().Format(time.RFC3339)
+	// Every target that deploys gets the prune finalizer with its lease, in the same fenced update (a
+	// separate write would move the resourceVersion the record expects). A target never leased deployed
+	// nothing. The API server refuses new finalizers on an object being deleted.
+	if cm.DeletionTimestamp.IsZero() {
+		controllerutil.AddFinalizer(cm, FinalizerPrune)
+	}
 }
 
 // AcquireNew takes the lease for a new event (webhook or manual retrieve): always, whoever holds it, with the
@@ -109,9 +116,10 @@ func (l LeaseConfig) AcquireReplay(ctx context.Context, c client.Client, cm *cor
 	return nil
 }
 
-// Release clears the lease when leaseID still holds it and records the result; a lease taken over by a newer
-// processor is left alone.
-func Release(ctx context.Context, c client.Client, key types.NamespacedName, leaseID, result string) error {
+// Release clears the lease when leaseID still holds it and records the result and notes (annotations; an empty
+// value removes the annotation); a lease taken over by a newer processor is left alone.
+func Release(ctx context.Context, c client.Client, key types.NamespacedName, leaseID, result string,
+	notes map[string]string) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cm := &corev1.ConfigMap{}
 		if err := c.Get(ctx, key, cm); err != nil {
@@ -123,6 +131,13 @@ func Release(ctx context.Context, c client.Client, key types.NamespacedName, lea
 		delete(cm.Annotations, pipeline.AnnotationLeaseID)
 		delete(cm.Annotations, pipeline.AnnotationLeaseStart)
 		cm.Annotations[pipeline.AnnotationResult] = result
+		for k, v := range notes {
+			if v == "" {
+				delete(cm.Annotations, k)
+			} else {
+				cm.Annotations[k] = v
+			}
+		}
 		return c.Update(ctx, cm)
 	})
 }

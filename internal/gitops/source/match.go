@@ -77,15 +77,19 @@ type Target struct {
 
 // Push is the part of a GitHub push event the handler uses.
 type Push struct {
-	Ref      string
-	After    string
-	Deleted  bool
+	Ref     string
+	After   string
+	Deleted bool
+	// Forced is a force-push: its file lists describe a rewritten history, not what changed for the target.
+	Forced   bool
 	RepoURLs []string
 	Files    []string
 }
 
 // Matches reports whether a push concerns a target: same repository (any URL form), same ref, and a changed file
-// under the target path.
+// under the target path. A force-push or a push without file lists (a new branch, a rollback) is matched by
+// repository and ref alone: the target is re-evaluated against the new head, and an unchanged render writes
+// nothing.
 func (t Target) Matches(p Push) bool {
 	if NormalizeRef(t.Ref) != p.Ref {
 		return false
@@ -100,6 +104,9 @@ func (t Target) Matches(p Push) bool {
 	}
 	if !repo {
 		return false
+	}
+	if p.Forced || len(p.Files) == 0 {
+		return true
 	}
 	for _, f := range p.Files {
 		if UnderPath(t.Path, f) {

@@ -61,6 +61,11 @@ func TestMatches(t *testing.T) {
 		{"other repo", func(_ *Target, p *Push) { p.RepoURLs = []string{"https://github.com/org/other"} }, false},
 		{"no file under the path", func(_ *Target, p *Push) { p.Files = []string{"deploy2/a.yaml"} }, false},
 		{"root path matches any file", func(t *Target, p *Push) { t.Path = ""; p.Files = []string{"x"} }, true},
+		// A force-push (a rollback) lists files relative to a history the target may never have deployed, and a
+		// push without file lists (a new branch, a tag) lists none: both are matched by ref and re-evaluated.
+		{"force-push matched by ref", func(_ *Target, p *Push) { p.Forced = true; p.Files = []string{"deploy2/a.yaml"} }, true},
+		{"push without file lists matched by ref", func(_ *Target, p *Push) { p.Files = nil }, true},
+		{"force-push to another ref", func(_ *Target, p *Push) { p.Forced = true; p.Ref = "refs/heads/dev" }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tg, p := target, push
@@ -82,4 +87,14 @@ func FuzzNormalizeRepoURL(f *testing.F) {
 		}
 		_ = UnderPath(s, s)
 	})
+}
+
+func TestParsePushForced(t *testing.T) {
+	g := NewWithT(t)
+	sha := "0123456789012345678901234567890123456789"
+	p, err := ParsePush([]byte(`{"ref":"refs/heads/main","after":"` + sha + `","forced":true,` +
+		`"repository":{"clone_url":"https://github.com/org/repo.git"},"commits":[]}`))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(p.Forced).To(BeTrue())
+	g.Expect(p.Files).To(BeEmpty())
 }

@@ -258,7 +258,8 @@ func (h *Handler) deleteTarget(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusNotFound, map[string]any{"error": "no source target " + name})
 		return
 	}
-	// What the target deployed stays: offboarding is the katastroma.org/offboard annotation and one more event.
+	// What the target deployed is pruned before the ConfigMap goes (its finalizer, deletion.go), unless it
+	// carries katastroma.org/orphan-on-delete: "true".
 	if err := h.Client.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
 		h.writeFailed(w, r, err)
 		return

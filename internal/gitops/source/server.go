@@ -51,7 +51,7 @@ func (s *Server) Retrieve(ctx context.Context, req *katastromav1.RetrieveRequest
 	if err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
-	sha, err := ResolveRef(ctx, t.RepoURL, t.Ref, auth)
+	sha, err := h.resolveRef(ctx, t, auth)
 	if err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}
@@ -95,8 +95,9 @@ func (s *Server) Replay(ctx context.Context, req *katastromav1.ReplayRequest) (*
 	}
 	if len(cms) == 0 {
 		if len(superseded) > 0 {
-			return nil, status.Errorf(codes.FailedPrecondition, "event %s was superseded by a newer event on %v",
-				id, superseded)
+			// Final: pharos stops replaying a superseded event instead of counting refusals.
+			return nil, stage.Superseded(fmt.Sprintf("event %s was superseded by a newer event on %v", id,
+				superseded))
 		}
 		return nil, status.Errorf(codes.NotFound, "no source target records event %s", id)
 	}

@@ -10,15 +10,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
-	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/status"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -44,11 +42,6 @@ var (
 
 func init() { ctrlmetrics.Registry.MustRegister(rpcs, rpcSeconds, objects) }
 
-// CountObject records n objects handled by a stage with an action (rendered, applied, unchanged, deleted, failed…).
-func CountObject(stageName, action string, n int) {
-	objects.WithLabelValues(stageName, action).Add(float64(n))
-}
-
 // Server is one stage's gRPC server.
 type Server struct {
 	Name   string
@@ -56,28 +49,22 @@ type Server struct {
 	Health *health.Server
 	// DrainTimeout bounds the graceful stop; in-flight streams still running then are cut.
 	DrainTimeout time.Duration
+	conn         Connection
 }
 
-// New builds the gRPC server of a stage; register adds the stage's services.
+// New builds the gRPC server of a stage with DefaultConnection (NewWith).
 func New(name string, register func(*grpc.Server)) *Server {
-	s := &Server{Name: name, Health: health.NewServer(), DrainTimeout: 30 * time.Second}
-	s.GRPC = grpc.NewServer(
+	return NewWith(name, Connection{}, register)
+}
+
+// NewWith builds the gRPC server of a stage: keepalives and connection ages from c, and the one wrapper every
+// stage RPC runs in (serve.go); register adds the stage's services.
+func NewWith(name string, c Connection, register func(*grpc.Server)) *Server {
+	s := &Server{Name: name, Health: health.NewServer(), DrainTimeout: 30 * time.Second, conn: c.WithDefaults()}
+	opts := append(serverOptions(s.conn),
 		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithPropagators(Propagator))),
-		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo,
-			h grpc.UnaryHandler) (any, error) {
-			start := time.Now()
-			resp, err := h(ctx, req)
-			s.observe(info.FullMethod, start, err)
-			return resp, err
-		}),
-		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo,
-			h grpc.StreamHandler) error {
-			start := time.Now()
-			err := h(srv, ss)
-			s.observe(info.FullMethod, start, err)
-			return err
-		}),
-	)
+		grpc.ChainUnaryInterceptor(s.unary), grpc.ChainStreamInterceptor(s.stream))
+	s.GRPC = grpc.NewServer(opts...)
 	healthpb.RegisterHealthServer(s.GRPC, s.Health)
 	register(s.GRPC)
 	for svc := range s.GRPC.GetServiceInfo() {
@@ -85,11 +72,6 @@ func New(name string, register func(*grpc.Server)) *Server {
 	}
 	s.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	return s
-}
-
-func (s *Server) observe(method string, start time.Time, err error) {
-	rpcs.WithLabelValues(s.Name, method, status.Code(err).String()).Inc()
-	rpcSeconds.WithLabelValues(s.Name, method).Observe(time.Since(start).Seconds())
 }
 
 // Serve serves on lis until ctx ends, then reports NOT_SERVING, lets in-flight RPCs finish for up to
@@ -116,19 +98,15 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	return nil
 }
 
-// Dial connects to another stage with tracing and baggage propagation.
-func Dial(target string) (*grpc.ClientConn, error) {
-	return grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithPropagators(Propagator))))
-}
-
-// Start opens the span of a stage's work.
-func Start(ctx context.Context, name string) (context.Context, trace.Span) {
-	return otel.Tracer(TracerName).Start(ctx, name)
-}
-
-// End ends a span, marking it ERROR when err is set (a collector routing failed spans keys on the status).
+// End ends a span, marking it ERROR when err is set (a collector routing failed spans keys on the status). A
+// superseded error is no failure: the span carries AttrSuperseded instead, so pharos does not replay the event.
 func End(span trace.Span, err error) {
+	if IsSuperseded(err) {
+		span.SetAttributes(supersededAttr())
+		span.AddEvent("superseded", trace.WithAttributes(attribute.String("message", err.Error())))
+		span.End()
+		return
+	}
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())

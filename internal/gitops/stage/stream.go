@@ -83,11 +83,10 @@ func Bidi[In, Out any](stream grpc.BidiStreamingClient[In, Out], msgs []*In) ([]
 // Transform is a stage's work on its whole input.
 type Transform[In, Out any] func(ctx context.Context, in []*In) ([]*Out, error)
 
-// ServeStream serves a stage's bidirectional RPC that needs its whole input (renderer, orderer): it opens the
-// stage span, receives until the client half-closes, transforms and streams the output back.
-func ServeStream[In, Out any](name string, stream grpc.BidiStreamingServer[In, Out], f Transform[In, Out]) (err error) {
-	ctx, span := Start(stream.Context(), name)
-	defer func() { End(span, err) }()
+// ServeStream serves a stage's bidirectional RPC that needs its whole input (renderer, orderer): it receives
+// until the client half-closes, transforms and streams the output back (inside the stage span of Server.stream).
+func ServeStream[In, Out any](stream grpc.BidiStreamingServer[In, Out], f Transform[In, Out]) error {
+	ctx := stream.Context()
 	in, err := RecvAll(stream)
 	if err != nil {
 		return err
@@ -104,12 +103,12 @@ func ServeStream[In, Out any](name string, stream grpc.BidiStreamingServer[In, O
 	return nil
 }
 
-// ServeForward serves a stage's client-streaming RPC: it opens the stage span, receives the whole input,
-// transforms it, forwards the output to next (nil ends the chain) and answers with a summary nesting next's.
+// ServeForward serves a stage's client-streaming RPC: it receives the whole input, transforms it, forwards the
+// output to next (nil ends the chain) and answers with a summary nesting next's (inside the stage span of
+// Server.stream).
 func ServeForward[In, Out any](name string, stream grpc.ClientStreamingServer[In, katastromav1.StageSummary],
-	f Transform[In, Out], next Opener[Out]) (err error) {
-	ctx, span := Start(stream.Context(), name)
-	defer func() { End(span, err) }()
+	f Transform[In, Out], next Opener[Out]) error {
+	ctx := stream.Context()
 	in, err := RecvAll(stream)
 	if err != nil {
 		return err

@@ -14,11 +14,13 @@ import (
 	gitopsv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gitops/v1alpha1"
 )
 
-// Verbs of the two tenant identities. Neither reads: the stages read with their own identity, so a tenant's
-// manifests cannot use the pipeline to look at what they could not write.
+// Verbs of the two tenant identities. The stages read tenant objects through these identities too (the
+// provisioner lists what it applied before, the pruner reads what it deletes), so the Platform's own identity
+// needs no read access to tenant kinds, Secrets and custom resources included. Each identity reads only the
+// resources it may write: a tenant's manifests cannot use the pipeline to look at anything else.
 var (
-	ProvisionerVerbs = []string{"create", "patch", "update"}
-	PrunerVerbs      = []string{"delete"}
+	ProvisionerVerbs = []string{"get", "list", "create", "patch", "update"}
+	PrunerVerbs      = []string{"get", "list", "delete"}
 )
 
 // DefaultResources is what a Tenant without spec.resources may deploy.

@@ -1,0 +1,143 @@
+package gitops_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gitopsv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gitops/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/controllers/gitops"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/platform"
+	"github.com/quartet-dev/quartet-operator/internal/testenv"
+)
+
+// operatorClient is an uncached client acting as a ServiceAccount bound to the manager's generated ClusterRole
+// (config/rbac/role.yaml, what `make manifests` derives from the markers): the operator as installed, not admin.
+func operatorClient(t *testing.T, g Gomega) client.Client {
+	ctx := context.Background()
+	ns := "operator-" + suffix()
+	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "controller-manager"}}
+	g.Expect(env.Client.Create(ctx, sa)).To(Succeed())
+	objs, err := testenv.ReadObjects(filepath.Join(testenv.RepoRoot(), "config/rbac/role.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(objs).To(HaveLen(1))
+	role := &rbacv1.ClusterRole{}
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(objs[0].Object, role)).To(Succeed())
+	role.ObjectMeta = metav1.ObjectMeta{Name: ns + "-manager-role"}
+	g.Expect(env.Client.Create(ctx, role)).To(Succeed())
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: ns}}}
+	g.Expect(env.Client.Create(ctx, crb)).To(Succeed())
+	t.Cleanup(func() {
+		_ = env.Client.Delete(ctx, crb)
+		_ = env.Client.Delete(ctx, role)
+	})
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + sa.Name,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
+	c, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
+	g.Expect(err).NotTo(HaveOccurred())
+	return c
+}
+
+// TestPlatformControllerBindsOnlyTheShippedRoles runs the Platform controller with the operator's own rules: it
+// binds the shipped ClusterRoles by name (no escalate, no ClusterRole of its own), replaces the per-Platform
+// ClusterRoles and tenant Roles older versions created, and its finalizer removes the bindings. The operator can
+// bind no other ClusterRole.
+func TestPlatformControllerBindsOnlyTheShippedRoles(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	g.Expect(testenv.ApplyShippedClusterRoles(ctx, env.Client)).To(Succeed())
+	asOperator := operatorClient(t, g)
+	// The shared manager reconciles Platforms as admin, which would make any refused write pass unseen.
+	g.Expect(env.StopManager()).To(Succeed())
+	t.Cleanup(func() { NewWithT(t).Expect(env.StartManager()).To(Succeed()) })
+	r := &gitops.PlatformReconciler{Client: asOperator}
+
+	ns, tenantNS := "katastroma-"+suffix(), "team-"+suffix()
+	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNS,
+		Labels: map[string]string{gitopsv1alpha1.LabelTenant: "team"}}})).To(Succeed())
+	p := &gitopsv1alpha1.Platform{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "main"},
+		Spec: gitopsv1alpha1.PlatformSpec{Image: "example.com/katastroma:v1", CollectorEndpoint: "otel.obs.svc:4317"}}
+	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
+
+	// What an older operator left: a ClusterRole and a tenant Role of the Platform's own, bound under the names
+	// the bindings keep (a binding's roleRef cannot be changed in place).
+	owned := map[string]string{platform.PlatformLabel: platform.OwnerValue(p)}
+	oldName, oldSource := platform.ClusterName(p, gitopsv1alpha1.StageProvisioner), platform.ClusterName(p, gitopsv1alpha1.StageSource)
+	configMapReads := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}}
+	for _, obj := range []client.Object{
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: oldName, Labels: owned}, Rules: configMapReads},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: oldName, Labels: owned},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: oldName},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: platform.Name("provisioner"), Namespace: ns}}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: oldSource, Labels: owned}, Rules: configMapReads},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: oldSource, Labels: owned},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: oldSource},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: platform.Name("source"), Namespace: ns}}},
+	} {
+		g.Expect(env.Client.Create(ctx, obj)).To(Succeed())
+	}
+
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)}
+	_, err := r.Reconcile(ctx, req)
+	g.Expect(err).NotTo(HaveOccurred(), "reconciling as the operator's ServiceAccount")
+	for _, stage := range []string{gitopsv1alpha1.StageSource, gitopsv1alpha1.StageProvisioner, gitopsv1alpha1.StagePruner} {
+		crb := &rbacv1.ClusterRoleBinding{}
+		get(g, types.NamespacedName{Name: platform.ClusterName(p, stage)}, crb)
+		g.Expect(crb.RoleRef).To(Equal(rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole",
+			Name: platform.StageClusterRole(stage)}), stage)
+		g.Expect(crb.Subjects).To(ConsistOf(HaveField("Name", platform.Name(stage))), stage)
+	}
+	rb := &rbacv1.RoleBinding{}
+	get(g, types.NamespacedName{Namespace: tenantNS, Name: oldSource}, rb)
+	g.Expect(rb.RoleRef).To(Equal(rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole",
+		Name: platform.SourceTenantClusterRole}))
+	g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, types.NamespacedName{Name: oldName}, &rbacv1.ClusterRole{}))).
+		To(BeTrue(), "the old per-Platform ClusterRole is deleted")
+	g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, types.NamespacedName{Namespace: tenantNS, Name: oldSource}, &rbacv1.Role{}))).
+		To(BeTrue(), "the old tenant Role is deleted")
+
+	// bind is granted by name only: no other ClusterRole granting what the operator itself lacks (here the
+	// provisioner stage's impersonation) can be bound, in the cluster or in a namespace, and none can be created.
+	other := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "not-shipped-" + suffix()},
+		Rules: platform.ShippedRules(platform.ProvisionerClusterRole)}
+	g.Expect(env.Client.Create(ctx, other)).To(Succeed())
+	ref := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: other.Name}
+	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "x", Namespace: ns}}
+	err = asOperator.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: other.Name}, RoleRef: ref, Subjects: subjects})
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "binding a ClusterRole that is not shipped: %v", err)
+	err = asOperator.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: other.Name}, RoleRef: ref, Subjects: subjects})
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "binding a ClusterRole that is not shipped in a namespace: %v", err)
+	err = asOperator.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "made-" + suffix()}, Rules: configMapReads})
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "creating a ClusterRole: %v", err)
+
+	// The finalizer, as the operator, removes the bindings and lets the Platform go.
+	g.Expect(env.Client.Delete(ctx, p)).To(Succeed())
+	_, err = r.Reconcile(ctx, req)
+	g.Expect(err).NotTo(HaveOccurred(), "finalizing as the operator's ServiceAccount")
+	for _, stage := range []string{gitopsv1alpha1.StageSource, gitopsv1alpha1.StageProvisioner, gitopsv1alpha1.StagePruner} {
+		err := env.Client.Get(ctx, types.NamespacedName{Name: platform.ClusterName(p, stage)}, &rbacv1.ClusterRoleBinding{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s: %v", stage, err)
+	}
+	err = env.Client.Get(ctx, types.NamespacedName{Namespace: tenantNS, Name: oldSource}, &rbacv1.RoleBinding{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "tenant RoleBinding: %v", err)
+	g.Eventually(func(g Gomega) {
+		err := env.Client.Get(ctx, req.NamespacedName, &gitopsv1alpha1.Platform{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+	}).Should(Succeed())
+}
