@@ -3,6 +3,7 @@ package kube
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -17,6 +18,28 @@ func PatchStatusIfChanged(ctx context.Context, c client.Client, before, obj clie
 		return nil
 	}
 	return c.Status().Patch(ctx, obj, client.MergeFrom(before))
+}
+
+// PatchStatusIfChangedOptimistic is PatchStatusIfChanged with a resourceVersion precondition, for a status that
+// is one state machine's persisted state (several fields that only make sense together, such as a rollout's
+// phase, stage and step). Reconciles read from an informer cache that can lag behind the previous reconcile's
+// own write; without the precondition a decision made on that stale copy would be merged field by field onto
+// the newer state and leave a mix no single decision produced. With it the API server answers 409 Conflict,
+// the reconcile is retried with backoff and the retry reads the newer object. The precondition is obj's
+// resourceVersion, so the reconciler's own earlier writes in the same pass (a finalizer) are not a conflict.
+//
+// The retry re-runs the whole reconcile at once, so a controller that must pace calls to a remote peer
+// (Retry-After) keeps the plain merge patch.
+func PatchStatusIfChangedOptimistic(ctx context.Context, c client.Client, before, obj client.Object) error {
+	if equality.Semantic.DeepEqual(before, obj) {
+		return nil
+	}
+	base, ok := before.DeepCopyObject().(client.Object)
+	if !ok {
+		return fmt.Errorf("patching status of %T: the object cannot be copied", obj)
+	}
+	base.SetResourceVersion(obj.GetResourceVersion())
+	return c.Status().Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 }
 
 type indexKey struct {

@@ -106,3 +106,26 @@ func TestNewLoggerLevels(t *testing.T) {
 	_, err = NewLogger("-1", false)
 	NewWithT(t).Expect(err).To(MatchError(ContainSubstring("verbosity")))
 }
+
+// Shutdown stops the immediate provider too (before the batch provider closes the exporter they share), so no
+// span is left queued for a closed exporter and its export goroutine ends; ImmediateTracer falls back to the
+// global provider afterwards.
+func TestShutdownStopsTheImmediateProvider(t *testing.T) {
+	g := NewWithT(t)
+	previous := otel.GetTracerProvider()
+	t.Cleanup(func() { otel.SetTracerProvider(previous) })
+	shutdown, err := SetupTracing(context.Background(), TracingOptions{Endpoint: "127.0.0.1:4317", ServiceName: "test"})
+	g.Expect(err).NotTo(HaveOccurred())
+	now := immediate.Load()
+	g.Expect(now).NotTo(BeNil())
+	_, span := ImmediateTracer("test").Start(context.Background(), "event.started")
+	g.Expect(span.IsRecording()).To(BeTrue())
+	span.End()
+	// Nothing listens on the endpoint: shutdown must still return (with the export error at most).
+	ctx, cancel := context.WithTimeout(context.Background(), 0)
+	defer cancel()
+	_ = shutdown(ctx)
+	g.Expect(immediate.Load()).To(BeNil())
+	_, late := now.Tracer("test").Start(context.Background(), "late")
+	g.Expect(late.IsRecording()).To(BeFalse(), "the immediate provider was shut down")
+}

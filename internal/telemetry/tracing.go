@@ -3,9 +3,11 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -41,6 +43,7 @@ func (o TracingOptions) Enabled() bool {
 func SetupTracing(ctx context.Context, o TracingOptions) (shutdown func(context.Context) error, err error) {
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	if !o.Enabled() {
+		immediate.Store(nil)
 		otel.SetTracerProvider(noop.NewTracerProvider())
 		return func(context.Context) error { return nil }, nil
 	}
@@ -62,7 +65,39 @@ func SetupTracing(ctx context.Context, o TracingOptions) (shutdown func(context.
 	}
 	provider := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res))
 	otel.SetTracerProvider(provider)
-	return provider.Shutdown, nil
+	// Same exporter and resource, but every span is handed to the exporter as soon as it ends (a batch of one,
+	// still asynchronous, so a slow collector never blocks the caller).
+	now := sdktrace.NewTracerProvider(sdktrace.WithBatcher(sharedExporter{exporter}, sdktrace.WithMaxExportBatchSize(1)),
+		sdktrace.WithResource(res))
+	immediate.Store(now)
+	return func(ctx context.Context) error {
+		immediate.CompareAndSwap(now, nil)
+		// The batch provider's Shutdown closes the exporter both share: shut the immediate one down first (its
+		// processor leaves the exporter open, see sharedExporter), so its queued spans (event.started) are exported
+		// while the exporter still works and none is left behind.
+		return errors.Join(now.Shutdown(ctx), provider.Shutdown(ctx))
+	}, nil
+}
+
+// sharedExporter is the immediate provider's view of the exporter it shares with the batch provider: shutting
+// the immediate provider down exports what it holds but leaves the exporter open for the batch provider.
+type sharedExporter struct{ sdktrace.SpanExporter }
+
+// Shutdown leaves the shared exporter open; the batch provider's Shutdown closes it.
+func (sharedExporter) Shutdown(context.Context) error { return nil }
+
+// immediate is the provider of ImmediateTracer, set by SetupTracing while it exports.
+var immediate atomic.Pointer[sdktrace.TracerProvider]
+
+// ImmediateTracer returns a tracer whose spans are exported as soon as they end instead of with the next batch
+// (up to 5 s later), for the few spans that must reach the collector even when the process dies right after
+// (the gitops event.started span that crash detection keys on). Without SetupTracing's exporter it is the global
+// provider's tracer, so tests that install their own provider see these spans too.
+func ImmediateTracer(name string) trace.Tracer {
+	if p := immediate.Load(); p != nil {
+		return p.Tracer(name)
+	}
+	return otel.Tracer(name)
 }
 
 // Tracer returns the named tracer from the global provider, so spans follow whatever SetupTracing installed.
