@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,7 +19,7 @@ import (
 )
 
 // +kubebuilder:webhook:path=/mutate-agentrax-io-v1alpha1-agentdeployment,mutating=true,failurePolicy=fail,sideEffects=None,groups=agentrax.io,resources=agentdeployments,verbs=create;update,versions=v1alpha1,name=magentdeployment-v1alpha1.agentrax.io,admissionReviewVersions=v1,timeoutSeconds=10
-// +kubebuilder:webhook:path=/validate-agentrax-io-v1alpha1-agentdeployment,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=agentrax.io,resources=agentdeployments,verbs=create;update;delete,versions=v1alpha1,name=vagentdeployment-v1alpha1.agentrax.io,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-agentrax-io-v1alpha1-agentdeployment,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=agentrax.io,resources=agentdeployments,verbs=create;update,versions=v1alpha1,name=vagentdeployment-v1alpha1.agentrax.io,admissionReviewVersions=v1,timeoutSeconds=10
 
 // +kubebuilder:rbac:groups=agentrax.io,resources=tenantquotas,verbs=get;list;watch
 // +kubebuilder:rbac:groups=agentrax.io,resources=tenantquotas/status,verbs=get;update;patch
@@ -45,6 +46,9 @@ func SetDefaults(ad *agentraxv1alpha1.AgentDeployment) {
 	}
 	if ad.Spec.Rollout.Strategy == "" {
 		ad.Spec.Rollout.Strategy = agentraxv1alpha1.StrategyRecreate
+	}
+	if ad.Spec.Rollout.ProgressDeadline == nil {
+		ad.Spec.Rollout.ProgressDeadline = &metav1.Duration{Duration: agentraxv1alpha1.DefaultProgressDeadline}
 	}
 	if rb := ad.Spec.Rollout.Rollback; rb != nil && rb.OnInsufficientSamples == "" {
 		rb.OnInsufficientSamples = agentraxv1alpha1.InsufficientSamplesHold
@@ -115,11 +119,10 @@ func (v Validator) ValidateUpdate(ctx context.Context, old, ad *agentraxv1alpha1
 	return warnings(ad), v.Quota.Reserve(ctx, ad, old, dryRun(ctx))
 }
 
-// ValidateDelete implements admission.Validator: deletes are never blocked; the reservation is released.
-func (v Validator) ValidateDelete(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment) (admission.Warnings, error) {
-	if !dryRun(ctx) {
-		v.Quota.Release(ctx, ad)
-	}
+// ValidateDelete implements admission.Validator; the webhook is not registered for DELETE. Deletes are never
+// blocked, and the quota charge is not released here: the agent's pods still hold their GPUs until the garbage
+// collector has removed them, so the TenantQuota controller drops the reservation once they are gone.
+func (v Validator) ValidateDelete(context.Context, *agentraxv1alpha1.AgentDeployment) (admission.Warnings, error) {
 	return nil, nil
 }
 

@@ -32,9 +32,6 @@ type ledgerStore interface {
 // webhook replicas, the TenantQuota controller) make a round fail.
 const maxCommitAttempts = 100
 
-// flushRetryDelay spaces the retries of a failed write of local admissions.
-const flushRetryDelay = 200 * time.Millisecond
-
 // defaultCommitTimeout bounds a group whose requests carry no deadline (the webhook's own is 10 s).
 const defaultCommitTimeout = 10 * time.Second
 
@@ -44,12 +41,8 @@ const defaultCommitTimeout = 10 * time.Second
 type ledgers struct {
 	store ledgerStore
 	gpu   corev1.ResourceName
-	// holder names this process's blocks (blocks.go).
-	holder string
-	// now is the clock of block expiry and idleness (tests move it).
+	// now stamps reservations (tests move it).
 	now func() time.Time
-	// noBlocks turns blocks off: every admission is decided by a commit (tests of the commit path).
-	noBlocks bool
 
 	mu      sync.Mutex
 	tenants map[types.NamespacedName]*tenantLedger
@@ -64,19 +57,8 @@ type tenantLedger struct {
 	base *agentraxv1alpha1.TenantQuota
 	// baseLedger is base's ledger, parsed (nil when unreadable).
 	baseLedger []agentraxv1alpha1.Reservation
-	// block is this process's block as its last successful commit wrote it; used is what local admissions took
-	// from it since, local those admissions (blocks.go).
-	block *agentraxv1alpha1.Reservation
-	used  quota.Usage
-	local []localAdmit
-	// lastDemand sizes the next block; lastActive is when the tenant last admitted a create here.
-	lastDemand quota.Demand
-	lastActive time.Time
-	// release asks the drainer to give the block back (idle).
-	release bool
 	// epoch counts forget calls, so that a commit in flight when the quota was deleted restores nothing.
 	epoch int
-	idle  *time.Timer
 }
 
 // setBase remembers tq as the base and parses its ledger.
@@ -94,7 +76,7 @@ type pendingOp struct {
 }
 
 func newLedgers(store ledgerStore, gpu corev1.ResourceName) *ledgers {
-	return &ledgers{store: store, gpu: gpu, holder: newHolder(), now: time.Now, tenants: map[types.NamespacedName]*tenantLedger{}}
+	return &ledgers{store: store, gpu: gpu, now: time.Now, tenants: map[types.NamespacedName]*tenantLedger{}}
 }
 
 // submit queues op for the TenantQuota key and waits until it is decided (and, unless a dry run or refused,
@@ -106,22 +88,6 @@ func (l *ledgers) submit(ctx context.Context, key types.NamespacedName, op quota
 	if t == nil {
 		t = &tenantLedger{}
 		l.tenants[key] = t
-	}
-	if !op.Release && op.Old == nil {
-		t.lastDemand = op.New
-	}
-	// A dry run changes nothing, so it may be decided from the block even while a commit is in flight; a
-	// create may not (the commit re-sizes the block without knowing it).
-	if !t.running || op.DryRun {
-		if l.tryLocal(t, op, l.now()) {
-			if !op.DryRun {
-				// Write it as a named reservation right away; the answer does not wait for that write.
-				t.running = true
-				go l.drain(key, t)
-			}
-			l.mu.Unlock()
-			return nil
-		}
 	}
 	t.pending = append(t.pending, p)
 	if !t.running {
@@ -142,43 +108,25 @@ func (l *ledgers) submit(ctx context.Context, key types.NamespacedName, op quota
 func (l *ledgers) drain(key types.NamespacedName, t *tenantLedger) {
 	for {
 		l.mu.Lock()
-		group, base, local, release := t.pending, t.base, t.local, t.release
-		t.pending, t.release = nil, false
-		if len(group) == 0 && len(local) == 0 && !release {
+		group, base := t.pending, t.base
+		t.pending = nil
+		if len(group) == 0 {
 			t.running = false
-			if t.base == nil && t.block == nil {
+			if t.base == nil {
 				// No TenantQuota behind this key (never found, or deleted): nothing worth keeping, and tenantRefs
 				// naming no quota must not grow the map.
 				delete(l.tenants, key)
-			} else if t.block != nil {
-				l.armIdle(key, t)
 			}
 			l.mu.Unlock()
 			return
 		}
-		demand, epoch := t.lastDemand, t.epoch
+		epoch := t.epoch
 		l.mu.Unlock()
-		c := l.commit(key, base, group, local, release, demand)
+		c := l.commit(key, base, group)
 		l.mu.Lock()
-		switch {
-		case c.gone || t.epoch != epoch:
-			// The quota is gone (or was deleted while the commit ran): nothing to record, nothing to admit from.
+		if c.gone || t.epoch != epoch {
+			// The quota is gone (or was deleted while the commit ran): nothing to remember.
 			c = commitResult{}
-			t.local, t.used, t.block = nil, quota.Usage{}, nil // no quota left to record them in
-		case !c.written && len(local) > 0:
-			// The local admissions are still to be written; do not spin on a failing API server.
-			l.mu.Unlock()
-			time.Sleep(flushRetryDelay)
-			l.mu.Lock()
-		}
-		if c.written {
-			// No local admission happens while the drainer runs, so t.local is still exactly local.
-			if c.block != nil && (t.block == nil || !c.block.ReservedAt.Equal(&t.block.ReservedAt)) {
-				t.lastActive = l.now() // a new or renewed block: idle counts from here
-			}
-			t.local, t.used, t.block = nil, quota.Usage{}, c.block
-		} else if c.base == nil {
-			t.block = nil // unknown whether it was written: no local admissions until a commit succeeds
 		}
 		if t.base == base {
 			t.setBase(c.base)
@@ -212,42 +160,11 @@ func (l *ledgers) forget(key types.NamespacedName) {
 	defer l.mu.Unlock()
 	if t := l.tenants[key]; t != nil {
 		t.setBase(nil)
-		t.block, t.local, t.used = nil, nil, quota.Usage{}
 		t.epoch++
-		if t.idle != nil {
-			t.idle.Stop()
-			t.idle = nil
-		}
 		if !t.running {
 			delete(l.tenants, key)
 		}
 	}
-}
-
-// armIdle gives the block back once the tenant has admitted nothing here for blockIdle. Called with l.mu held.
-// The timer is armed once and re-arms itself while admissions continue, so that commits (which end a drain and
-// call this) do not keep pushing the release back.
-func (l *ledgers) armIdle(key types.NamespacedName, t *tenantLedger) {
-	if t.idle != nil {
-		return
-	}
-	var fire func()
-	fire = func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if l.tenants[key] != t || t.block == nil {
-			t.idle = nil
-			return
-		}
-		if wait := blockIdle - l.now().Sub(t.lastActive); wait > 0 || t.running {
-			t.idle = time.AfterFunc(max(wait, blockIdle/4), fire)
-			return
-		}
-		t.idle = nil
-		t.release, t.running = true, true
-		go l.drain(key, t)
-	}
-	t.idle = time.AfterFunc(blockIdle, fire)
 }
 
 // fresher returns whichever of a and b is probably the newer state. resourceVersions are opaque, but etcd's are
@@ -271,26 +188,21 @@ func fresher(a, b *agentraxv1alpha1.TenantQuota) *agentraxv1alpha1.TenantQuota {
 	return b
 }
 
-// commitResult is what a commit leaves: the base of the next one (nil: read it first), this process's block as
-// written, and whether the write (and so the local admissions folded into it) was accepted.
+// commitResult is what a commit leaves: the base of the next one (nil: read it first).
 type commitResult struct {
-	base    *agentraxv1alpha1.TenantQuota
-	block   *agentraxv1alpha1.Reservation
-	written bool
+	base *agentraxv1alpha1.TenantQuota
 	// gone: the TenantQuota does not exist (any more).
 	gone bool
 }
 
-// commit decides group on the ledger, folds in the local admissions, puts this process's block back (placeBlock), and
-// writes the outcome once; a lost compare-and-swap (or deciding on a base that nothing will write) re-reads and
-// decides everything again. It answers every op.
-func (l *ledgers) commit(key types.NamespacedName, base *agentraxv1alpha1.TenantQuota, group []*pendingOp, local []localAdmit,
-	release bool, demand quota.Demand) commitResult {
+// commit decides group on the ledger and writes the outcome once; a lost compare-and-swap (or deciding on a
+// base that nothing will write) re-reads and decides everything again. It answers every op.
+func (l *ledgers) commit(key types.NamespacedName, base *agentraxv1alpha1.TenantQuota, group []*pendingOp) commitResult {
 	ctx, cancel := context.WithTimeout(context.Background(), commitTimeout(group))
 	defer cancel()
 	for attempt := 0; ; attempt++ {
 		group = live(group)
-		if len(group) == 0 && len(local) == 0 && !release {
+		if len(group) == 0 {
 			return commitResult{base: base}
 		}
 		if attempt >= maxCommitAttempts {
@@ -344,11 +256,8 @@ func (l *ledgers) commit(key types.NamespacedName, base *agentraxv1alpha1.Tenant
 		for i, p := range group {
 			ops[i] = p.op
 		}
-		folded, prev := l.foldLocal(ledger, local, metav1.NewTime(now.Truncate(time.Second)))
-		b := quota.DecideBatch(fmt.Sprintf("%q", key.Name), base.Spec, folded, ops, l.gpu, metav1.NewTime(now.Truncate(time.Second)))
-		heldElsewhere(b, base.Spec, ops, l.gpu, key)
-		next, block := l.placeBlock(base.Spec, b.Ledger, prev, release, len(local) > 0 || admittedCreate(ops, b), demand, now)
-		formatted := quota.FormatLedger(next)
+		b := quota.DecideBatch(fmt.Sprintf("%q", key.Name), base.Spec, ledger, ops, l.gpu, metav1.NewTime(now.Truncate(time.Second)))
+		formatted := quota.FormatLedger(b.Ledger)
 		if formatted == base.Status.Ledger {
 			if !fresh {
 				// Nothing to write would confirm the base is current: read it and decide again.
@@ -357,7 +266,7 @@ func (l *ledgers) commit(key types.NamespacedName, base *agentraxv1alpha1.Tenant
 			}
 			ledgerGroupSize.Observe(float64(len(group)))
 			answer(group, b)
-			return commitResult{base: base, block: block, written: true}
+			return commitResult{base: base}
 		}
 		stored, err := l.store.swap(ctx, base, formatted)
 		switch {
@@ -365,44 +274,13 @@ func (l *ledgers) commit(key types.NamespacedName, base *agentraxv1alpha1.Tenant
 			ledgerCalls.WithLabelValues("write").Inc()
 			ledgerGroupSize.Observe(float64(len(group)))
 			answer(group, b)
-			return commitResult{base: stored, block: block, written: true}
+			return commitResult{base: stored}
 		case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 			ledgerCalls.WithLabelValues("conflict").Inc()
 			base = nil
 		default:
 			answerAll(group, err)
 			return commitResult{}
-		}
-	}
-}
-
-// admittedCreate tells whether the batch admitted a create that is not a dry run: activity worth a block.
-func admittedCreate(ops []quota.Op, b quota.Batch) bool {
-	for i, op := range ops {
-		if !op.Release && op.Old == nil && !op.DryRun && len(b.Errors[i]) == 0 && b.Held[i] == nil {
-			return true
-		}
-	}
-	return false
-}
-
-// heldElsewhere turns a refusal that only other processes' blocks cause into a retry: those blocks are given
-// back when their holder is idle (blockIdle) or expire.
-func heldElsewhere(b quota.Batch, spec agentraxv1alpha1.TenantQuotaSpec, ops []quota.Op, gpu corev1.ResourceName, key types.NamespacedName) {
-	named := withoutBlocks(b.Ledger)
-	if len(named) == len(b.Ledger) {
-		return
-	}
-	for i, op := range ops {
-		if len(b.Errors[i]) == 0 {
-			continue
-		}
-		d := quota.Admit(quota.Request{Spec: spec, Ledger: named, Name: op.Name, New: op.New, Old: op.Old, GPUResource: gpu})
-		if len(d.Errors) == 0 {
-			b.Errors[i] = nil
-			b.Held[i] = apierrors.NewTooManyRequests(fmt.Sprintf("TenantQuota %s: the room this AgentDeployment needs is "+
-				"reserved by another webhook replica for its own admissions; it is given back when that replica is idle "+
-				"for 2 s, or a minute after it stopped, retry", key), 1)
 		}
 	}
 }
@@ -422,10 +300,6 @@ func live(group []*pendingOp) []*pendingOp {
 
 func answer(group []*pendingOp, b quota.Batch) {
 	for i, p := range group {
-		if b.Held[i] != nil {
-			p.done <- b.Held[i]
-			continue
-		}
 		if len(b.Errors[i]) > 0 {
 			p.done <- refusal(p.op.Name, b.Errors[i])
 		} else {
@@ -457,9 +331,6 @@ func answerAll(group []*pendingOp, err error) {
 
 // commitTimeout is the longest time any request of the group still waits for its answer.
 func commitTimeout(group []*pendingOp) time.Duration {
-	if len(group) == 0 {
-		return defaultCommitTimeout // a flush of local admissions or a block release: no request waits
-	}
 	var longest time.Duration
 	for _, p := range group {
 		d := defaultCommitTimeout

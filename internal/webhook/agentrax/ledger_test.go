@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -115,18 +113,6 @@ func (s *memStore) ledger(t testing.TB) []agentraxv1alpha1.Reservation {
 	return ledger
 }
 
-// named is the stored ledger without blocks.
-func (s *memStore) named(t testing.TB) []agentraxv1alpha1.Reservation {
-	return withoutBlocks(s.ledger(t))
-}
-
-// commitsOnly is a queue without blocks: every admission is decided by a commit.
-func commitsOnly(store ledgerStore) *ledgers {
-	l := newLedgers(store, quota.DefaultGPUResourceName)
-	l.noBlocks = true
-	return l
-}
-
 var key = types.NamespacedName{Namespace: "t", Name: "q"}
 
 func demand(replicas int32, perPod int64) quota.Demand {
@@ -174,7 +160,7 @@ func TestLedgersNeverExceedTheQuota(t *testing.T) {
 	g.Expect(admitted.Replicas).To(BeNumerically("<=", spec.MaxTotalReplicas))
 	g.Expect(admitted.Agents).To(BeNumerically("<", creates), "the run is near the limit")
 	// Local admissions are written by the drainers after their answers: wait for them.
-	g.Eventually(func() quota.Usage { return quota.LedgerUsage(store.named(t), "") }).Should(Equal(admitted))
+	g.Eventually(func() quota.Usage { return quota.LedgerUsage(store.ledger(t), "") }).Should(Equal(admitted))
 	all := quota.LedgerUsage(store.ledger(t), "")
 	g.Expect(all.Agents).To(BeNumerically("<=", spec.MaxAgents), "reservations and blocks fit the quota")
 	g.Expect(all.GPUs).To(BeNumerically("<=", spec.MaxGPUs))
@@ -189,7 +175,7 @@ func TestLedgersNeverExceedTheQuota(t *testing.T) {
 func TestLedgersSteadyPath(t *testing.T) {
 	g := NewWithT(t)
 	store := newMemStore(agentraxv1alpha1.TenantQuotaSpec{MaxAgents: 100, MaxGPUs: 100, MaxTotalReplicas: 100, MaxReplicasPerAgent: 4})
-	l := commitsOnly(store)
+	l := newLedgers(store, quota.DefaultGPUResourceName)
 	ctx := context.Background()
 	for i := range 20 {
 		g.Expect(l.submit(ctx, key, quota.Op{Name: fmt.Sprintf("a%02d", i), New: demand(1, 1)})).To(Succeed())
@@ -235,7 +221,7 @@ func TestLedgersSteadyPath(t *testing.T) {
 func TestLedgersEmptyLedgerUsesTheResourceVersion(t *testing.T) {
 	g := NewWithT(t)
 	store := newMemStore(agentraxv1alpha1.TenantQuotaSpec{MaxAgents: 1, MaxGPUs: 10, MaxTotalReplicas: 10, MaxReplicasPerAgent: 4})
-	l := commitsOnly(store)
+	l := newLedgers(store, quota.DefaultGPUResourceName)
 	ctx := context.Background()
 	g.Expect(l.submit(ctx, key, quota.Op{Name: "a", New: demand(1, 0)})).To(Succeed())
 	g.Expect(l.submit(ctx, key, quota.Op{Name: "a", Release: true})).To(Succeed())
@@ -253,7 +239,7 @@ func TestLedgersEmptyLedgerUsesTheResourceVersion(t *testing.T) {
 func TestLedgersDecisionsWithoutAWriteAreReadFresh(t *testing.T) {
 	g := NewWithT(t)
 	store := newMemStore(agentraxv1alpha1.TenantQuotaSpec{MaxAgents: 2, MaxGPUs: 10, MaxTotalReplicas: 10, MaxReplicasPerAgent: 4})
-	l := commitsOnly(store)
+	l := newLedgers(store, quota.DefaultGPUResourceName)
 	ctx := context.Background()
 	g.Expect(l.submit(ctx, key, quota.Op{Name: "a", New: demand(2, 1)})).To(Succeed())
 	g.Expect(l.submit(ctx, key, quota.Op{Name: "b", New: demand(2, 1)})).To(Succeed())
@@ -265,7 +251,7 @@ func TestLedgersDecisionsWithoutAWriteAreReadFresh(t *testing.T) {
 	g.Expect(store.gets.Load()).To(Equal(reads + 1))
 
 	// The other replica released b meanwhile: the remembered ledger is stale, the fresh read admits c.
-	other := commitsOnly(store)
+	other := newLedgers(store, quota.DefaultGPUResourceName)
 	g.Expect(other.submit(ctx, key, quota.Op{Name: "b", Release: true})).To(Succeed())
 	g.Expect(l.submit(ctx, key, quota.Op{Name: "c", New: demand(1, 0), DryRun: true})).To(Succeed())
 	old := demand(1, 1)
@@ -296,7 +282,7 @@ func TestLedgersUnreadableLedger(t *testing.T) {
 	g := NewWithT(t)
 	store := newMemStore(agentraxv1alpha1.TenantQuotaSpec{MaxAgents: 5, MaxGPUs: 10, MaxTotalReplicas: 10, MaxReplicasPerAgent: 4})
 	store.tq.Status.Ledger = "a=1/0@1,a=2/0@1"
-	l := commitsOnly(store)
+	l := newLedgers(store, quota.DefaultGPUResourceName)
 	ctx := context.Background()
 	err := l.submit(ctx, key, quota.Op{Name: "b", New: demand(1, 0)})
 	g.Expect(apierrors.IsInternalError(err)).To(BeTrue(), "got %v", err)
@@ -325,7 +311,7 @@ func TestLedgersUnbuiltLedgerFailsClosed(t *testing.T) {
 	ready := store.tq.Status.Conditions
 	store.tq.Status.Conditions = nil
 	store.tq.Status.UsedAgents = 2 // the earlier version counted two agents; its reservations are gone
-	l := commitsOnly(store)
+	l := newLedgers(store, quota.DefaultGPUResourceName)
 	ctx := context.Background()
 	for _, op := range []quota.Op{{Name: "c", New: demand(1, 0)}, {Name: "d", New: demand(1, 0), DryRun: true}} {
 		err := l.submit(ctx, key, op)
@@ -366,72 +352,22 @@ func TestFailedTestTellsAPatchTheServerCouldNotApply(t *testing.T) {
 	g.Expect(failedTest(nil)).To(BeFalse())
 }
 
-// TestLedgersAdmitFromTheBlock: with room to spare, a commit also reserves a block for this process; the next
-// creates are answered from it without any API call and written as named reservations right after; an idle
-// process gives the block back; an expiring block is not used.
-func TestLedgersAdmitFromTheBlock(t *testing.T) {
-	g := NewWithT(t)
-	spec := agentraxv1alpha1.TenantQuotaSpec{MaxAgents: 100, MaxGPUs: 100, MaxTotalReplicas: 100, MaxReplicasPerAgent: 4}
-	store := newMemStore(spec)
-	store.latency = 100 * time.Millisecond
-	l := newLedgers(store, quota.DefaultGPUResourceName)
-	ctx := context.Background()
-	idle := func() bool {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		t := l.tenants[key]
-		return t != nil && !t.running
-	}
-	timed := func(name string) time.Duration {
-		start := time.Now()
-		g.Expect(l.submit(ctx, key, quota.Op{Name: name, New: demand(1, 1)})).To(Succeed())
-		return time.Since(start)
-	}
-	g.Expect(timed("a0")).To(BeNumerically(">=", store.latency), "the first create is committed")
-	g.Eventually(idle).Should(BeTrue())
-	blocks := func() []agentraxv1alpha1.Reservation {
-		return slices.DeleteFunc(store.ledger(t), func(r agentraxv1alpha1.Reservation) bool { return !quota.IsBlock(r) })
-	}
-	g.Expect(blocks()).To(ConsistOf(And(HaveField("Name", "~"+l.holder), HaveField("Agents", int32(8)),
-		HaveField("Replicas", int32(8)), HaveField("GPUs", int64(8)))))
-
-	local := testutil.ToFloat64(localAdmissions)
-	g.Expect(timed("a1")).To(BeNumerically("<", store.latency/2), "answered from the block, no API call")
-	g.Expect(testutil.ToFloat64(localAdmissions)).To(Equal(local + 1))
-	g.Eventually(func() []agentraxv1alpha1.Reservation { return store.named(t) }).Should(ConsistOf(
-		HaveField("Name", "a0"), HaveField("Name", "a1")), "a1 is written right after its answer")
-	all := quota.LedgerUsage(store.ledger(t), "")
-	g.Expect(all.Agents).To(BeNumerically("<=", spec.MaxAgents))
-
-	// Idle for blockIdle: the block is given back.
-	g.Eventually(blocks).WithTimeout(3 * blockIdle).Should(BeEmpty())
-
-	// A block close to its expiry is not used: the create is committed.
-	g.Expect(timed("a2")).To(BeNumerically(">=", store.latency))
-	g.Eventually(idle).Should(BeTrue())
-	g.Expect(blocks()).To(HaveLen(1))
-	l.mu.Lock()
-	l.now = func() time.Time { return time.Now().Add(blockTTL - blockUseMargin + time.Second) }
-	l.mu.Unlock()
-	g.Expect(timed("a3")).To(BeNumerically(">=", store.latency), "the block expires soon: committed")
-}
-
-// TestLedgersNearTheLimitNoBlock: when a full block would take more than half of the headroom, no block is
-// reserved and every create is committed, so no room is parked where another replica cannot use it.
-func TestLedgersNearTheLimitNoBlock(t *testing.T) {
+// TestLedgersOneWritePerCreate: the anchor is ResourceQuota admission, one consistent write per admitted
+// create; sequential creates cost exactly that here too (no headroom is parked anywhere).
+func TestLedgersOneWritePerCreate(t *testing.T) {
 	g := NewWithT(t)
 	store := newMemStore(agentraxv1alpha1.TenantQuotaSpec{MaxAgents: 10, MaxGPUs: 100, MaxTotalReplicas: 100, MaxReplicasPerAgent: 4})
 	l := newLedgers(store, quota.DefaultGPUResourceName)
 	for i := range 5 {
 		g.Expect(l.submit(context.Background(), key, quota.Op{Name: fmt.Sprintf("a%d", i), New: demand(1, 1)})).To(Succeed())
 	}
-	g.Expect(store.ledger(t)).To(HaveLen(5), "five reservations, no block")
+	g.Expect(store.ledger(t)).To(HaveLen(5), "five reservations")
 	g.Expect(store.updates.Load()).To(Equal(int64(5)))
 }
 
-// TestLedgersLoweredQuotaStopsLocalAdmissions: once the quota is lowered below what is reserved (blocks
-// included), a create is decided by a commit — and refused — even though this process still holds a block.
-func TestLedgersLoweredQuotaStopsLocalAdmissions(t *testing.T) {
+// TestLedgersLoweredQuota: once the quota is lowered below what is reserved, a create is refused against the
+// newer spec the informer delivered.
+func TestLedgersLoweredQuota(t *testing.T) {
 	g := NewWithT(t)
 	store := newMemStore(agentraxv1alpha1.TenantQuotaSpec{MaxAgents: 100, MaxGPUs: 100, MaxTotalReplicas: 100, MaxReplicasPerAgent: 4})
 	l := newLedgers(store, quota.DefaultGPUResourceName)
@@ -440,7 +376,7 @@ func TestLedgersLoweredQuotaStopsLocalAdmissions(t *testing.T) {
 	g.Eventually(func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		return !l.tenants[key].running && l.tenants[key].block != nil
+		return !l.tenants[key].running
 	}).Should(BeTrue())
 
 	store.mu.Lock()
@@ -453,6 +389,5 @@ func TestLedgersLoweredQuotaStopsLocalAdmissions(t *testing.T) {
 	l.observe(lowered)
 	err = l.submit(ctx, key, quota.Op{Name: "a1", New: demand(1, 0)})
 	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "maxAgents 1 is used by a0: %v", err)
-	g.Eventually(func() []agentraxv1alpha1.Reservation { return store.ledger(t) }).Should(ConsistOf(HaveField("Name", "a0")),
-		"the block is gone: it no longer fits")
+	g.Expect(store.ledger(t)).To(ConsistOf(HaveField("Name", "a0")))
 }

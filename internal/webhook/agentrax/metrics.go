@@ -52,11 +52,3 @@ func (h timedHandler) Handle(ctx context.Context, req admission.Request) admissi
 	admissionDuration.WithLabelValues(h.webhook, string(req.Operation), strconv.FormatBool(dry)).Observe(time.Since(start).Seconds())
 	return resp
 }
-
-// localAdmissions counts creates admitted from this process's block, without an API call.
-var localAdmissions = prometheus.NewCounter(prometheus.CounterOpts{
-	Name: "agentrax_quota_local_admissions_total",
-	Help: "AgentDeployment creates (and dry runs) admitted from this webhook process's reservation block, without an API call.",
-})
-
-func init() { metrics.Registry.MustRegister(localAdmissions) }

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	toolscache "k8s.io/client-go/tools/cache"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -96,15 +95,6 @@ func (q *QuotaAdmission) Reserve(ctx context.Context, ad, old *agentraxv1alpha1.
 		op.Old = &d
 	}
 	return q.queue().submit(ctx, types.NamespacedName{Namespace: ad.Namespace, Name: ad.Spec.TenantRef}, op)
-}
-
-// Release drops ad's reservation. It never fails the delete: the TenantQuota controller settles anything left.
-func (q *QuotaAdmission) Release(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment) {
-	key := types.NamespacedName{Namespace: ad.Namespace, Name: ad.Spec.TenantRef}
-	if err := q.queue().submit(ctx, key, quota.Op{Name: ad.Name, Release: true}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "releasing the quota reservation; the TenantQuota controller will settle it",
-			"agentDeployment", ad.Name, "tenantQuota", ad.Spec.TenantRef)
-	}
 }
 
 // apiStore reads TenantQuotas from the API server and writes their status with a resourceVersion precondition.

@@ -8,7 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
-	"github.com/quartet-dev/quartet-operator/internal/rollout"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/rollout"
 )
 
 // validateTraffic checks spec.rollout.traffic: exactly one of route and routeName, and an owned route that

@@ -3,6 +3,7 @@ package agentrax
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -48,11 +49,6 @@ func ValidateAgentDeployment(ad, old *agentraxv1alpha1.AgentDeployment) field.Er
 			errs = append(errs, field.Forbidden(spec.Child("tenantRef"),
 				fmt.Sprintf("is immutable (was %q): the agent's reservation lives in that TenantQuota", old.Spec.TenantRef)))
 		}
-		if s.Image != old.Spec.Image && old.Status.Phase == agentraxv1alpha1.PhaseRolloutInProgress {
-			errs = append(errs, field.Forbidden(spec.Child("image"), fmt.Sprintf(
-				"cannot change while a rollout is in progress (canary %q); wait for it to finish or set spec.rollout.abort",
-				old.Status.CanaryVersion)))
-		}
 	}
 	return errs
 }
@@ -80,6 +76,9 @@ func validateReplicas(p *field.Path, r agentraxv1alpha1.ReplicasSpec) field.Erro
 	return errs
 }
 
+// maxProgressDeadline bounds spec.rollout.progressDeadline: a rollout stuck for longer than a day is not waiting.
+const maxProgressDeadline = 24 * time.Hour
+
 func validateRollout(p *field.Path, r *agentraxv1alpha1.RolloutSpec) field.ErrorList {
 	if r == nil {
 		return nil
@@ -90,6 +89,10 @@ func validateRollout(p *field.Path, r *agentraxv1alpha1.RolloutSpec) field.Error
 	default:
 		errs = append(errs, field.NotSupported(p.Child("strategy"), r.Strategy,
 			[]string{string(agentraxv1alpha1.StrategyRecreate), string(agentraxv1alpha1.StrategyCanary)}))
+	}
+	if d := r.ProgressDeadline; d != nil && (d.Duration < time.Second || d.Duration > maxProgressDeadline) {
+		errs = append(errs, field.Invalid(p.Child("progressDeadline"), d.Duration.String(),
+			"must be from 1s to 24h: every wait of a canary rollout ends at this deadline"))
 	}
 	full, paused := false, false
 	for i, step := range r.Steps {

@@ -111,8 +111,8 @@ func TestValidateAgentDeploymentUpdate(t *testing.T) {
 	old.Status.CanaryVersion = "ghcr.io/org/my-agent:v2.2"
 	ad := old.DeepCopy()
 	ad.Spec.Image = "ghcr.io/org/my-agent:v2.3"
-	g.Expect(ValidateAgentDeployment(ad, old).ToAggregate()).To(MatchError(And(
-		ContainSubstring("spec.image"), ContainSubstring("rollout is in progress"))))
+	g.Expect(ValidateAgentDeployment(ad, old)).To(BeEmpty(),
+		"a new image during a rollout restarts the canary: a typo is fixed by fixing the typo")
 
 	ad = old.DeepCopy()
 	ad.Spec.Replicas.Max = 8
@@ -126,6 +126,35 @@ func TestValidateAgentDeploymentUpdate(t *testing.T) {
 	ad.Spec.TenantRef = "beta-quota"
 	g.Expect(ValidateAgentDeployment(ad, old).ToAggregate()).To(MatchError(And(
 		ContainSubstring("spec.tenantRef"), ContainSubstring("immutable"))))
+}
+
+func TestValidateProgressDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		d  time.Duration
+		ok bool
+	}{{time.Second, true}, {10 * time.Minute, true}, {24 * time.Hour, true}, {0, false}, {999 * time.Millisecond, false},
+		{-time.Minute, false}, {25 * time.Hour, false}} {
+		t.Run(tc.d.String(), func(t *testing.T) {
+			ad := valid()
+			ad.Spec.Rollout.ProgressDeadline = &metav1.Duration{Duration: tc.d}
+			errs := ValidateAgentDeployment(ad, nil)
+			if tc.ok {
+				NewWithT(t).Expect(errs).To(BeEmpty())
+				return
+			}
+			NewWithT(t).Expect(errs.ToAggregate()).To(MatchError(ContainSubstring("spec.rollout.progressDeadline")))
+		})
+	}
+}
+
+func TestDefaultProgressDeadline(t *testing.T) {
+	g := NewWithT(t)
+	ad := valid()
+	SetDefaults(ad)
+	g.Expect(ad.Spec.Rollout.ProgressDeadline).To(Equal(&metav1.Duration{Duration: 10 * time.Minute}))
+	ad.Spec.Rollout.ProgressDeadline = &metav1.Duration{Duration: time.Minute}
+	SetDefaults(ad)
+	g.Expect(ad.Spec.Rollout.ProgressDeadline.Duration).To(Equal(time.Minute), "a set deadline is kept")
 }
 
 func TestWarningsForCanaryWithoutTraffic(t *testing.T) {
@@ -161,6 +190,8 @@ func FuzzValidateAgentDeployment(f *testing.F) {
 	f.Add([]byte(`{"rollout":{"strategy":"Canary","steps":[{"setWeight":100}],"rollback":{"onInsufficientSamples":"x"},`+
 		`"traffic":{"routeName":"r","route":{"parentRefs":[{"name":""}],"hostnames":["*"],"matches":[{"path":{"type":"Regex","value":""},"headers":[{"name":":"}]}]}},`+
 		`"metrics":{"requests":"a b","codeLabel":"__x"}}}`), seed)
+	f.Add([]byte(`{"rollout":{"strategy":"Canary","progressDeadline":"-5m"}}`), seed)
+	f.Add([]byte(`{"rollout":{"progressDeadline":"9999h"}}`), seed)
 	f.Fuzz(func(t *testing.T, spec, oldSpec []byte) {
 		ad, old := &agentraxv1alpha1.AgentDeployment{}, &agentraxv1alpha1.AgentDeployment{}
 		if json.Unmarshal(spec, &ad.Spec) != nil || json.Unmarshal(oldSpec, &old.Spec) != nil {

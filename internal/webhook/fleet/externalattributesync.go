@@ -56,6 +56,11 @@ func (v ExternalAttributeSyncValidator) invalid(ctx context.Context, s *fleetv1a
 	if errs := ValidateExternalAttributeSync(s, v.Guard); len(errs) > 0 {
 		return apierrors.NewInvalid(fleetv1alpha1.GroupVersion.WithKind("ExternalAttributeSync").GroupKind(), s.Name, errs)
 	}
+	if ref := s.Spec.Source.SecretRef; ref != nil {
+		if err := v.Tenancy.CheckSecretUse(ctx, "externalattributesyncs", s.Namespace, s.Name, "spec.source.secretRef", ref.Name); err != nil {
+			return err
+		}
+	}
 	return v.Tenancy.CheckSelector(ctx, "externalattributesyncs", s.Namespace, s.Name, field.NewPath("spec", "selector"),
 		s.Spec.Selector.Matchers, s.Spec.Selector.CollectorIDs)
 }

@@ -30,6 +30,11 @@ type Tenancy struct {
 	EnforcePolicies bool
 	// EnforceCrossNamespace is --enforce-cross-namespace-discovery-authz.
 	EnforceCrossNamespace bool
+	// EnforceSecretUse is --enforce-secret-use-authz.
+	EnforceSecretUse bool
+	// Collectors looks a collector up in Fleet Management: its current local and remote attributes merged, and
+	// whether it is registered. nil checks only the attributes a Collector sets.
+	Collectors func(ctx context.Context, id string) (attrs map[string]string, registered bool, err error)
 }
 
 func userOf(ctx context.Context) (authenticationv1.UserInfo, error) {
@@ -83,7 +88,17 @@ func (t *Tenancy) CheckSelector(ctx context.Context, resource, ns, name string, 
 // CheckCollector enforces TenantPolicies on a Collector.
 func (t *Tenancy) CheckCollector(ctx context.Context, c *fleetv1alpha1.Collector) error {
 	policies, err := t.bound(ctx, c.Namespace)
-	return forbidden("collectors", c.Name, tenant.CheckCollector(field.NewPath("spec"), policies, c.Spec.ID, c.Spec.RemoteAttributes), err)
+	errs := tenant.CheckCollector(field.NewPath("spec"), policies, c.Spec.ID, c.Spec.RemoteAttributes)
+	if err == nil && len(policies) > 0 && t.Collectors != nil {
+		var current map[string]string
+		var registered bool
+		if current, registered, err = t.Collectors(ctx, c.Spec.ID); err != nil {
+			err = fmt.Errorf("reading collector %q from Fleet Management: %w", c.Spec.ID, err)
+		} else if registered {
+			errs = append(errs, tenant.CheckCollectorCurrent(field.NewPath("spec"), policies, c.Spec.ID, current)...)
+		}
+	}
+	return forbidden("collectors", c.Name, errs, err)
 }
 
 // CheckPipelineDiscovery refuses PipelineDiscoveries from tenanted users: a discovery imports every pipeline of
@@ -104,27 +119,54 @@ func (t *Tenancy) CheckTarget(ctx context.Context, resource, ns, name, target, c
 	if t == nil || !t.EnforceCrossNamespace || target == "" || target == ns {
 		return nil
 	}
+	gr := schema.GroupResource{Group: fleetv1alpha1.GroupVersion.Group, Resource: resource}
+	allowed, user, err := t.review(ctx, &authorizationv1.ResourceAttributes{
+		Namespace: target, Verb: "create", Group: fleetv1alpha1.GroupVersion.Group,
+		Version: fleetv1alpha1.GroupVersion.Version, Resource: createdResource,
+	})
+	if err != nil {
+		return apierrors.NewForbidden(gr, name, fmt.Errorf("spec.targetNamespace: the SubjectAccessReview failed, so the request is refused: %w", err))
+	}
+	if !allowed {
+		return apierrors.NewForbidden(gr, name, fmt.Errorf("spec.targetNamespace: user %q may not create %s in namespace %q", user, createdResource, target))
+	}
+	return nil
+}
+
+// CheckSecretUse is the Secret-use check: a CR that names a Secret is admitted only when the requesting user may
+// get that Secret, so creating (or repointing) a sync cannot send credentials the user cannot read to a host of
+// their choosing. It runs on every create and update that names a Secret, since a changed URL sends the same
+// Secret elsewhere.
+func (t *Tenancy) CheckSecretUse(ctx context.Context, resource, ns, name, fieldPath, secret string) error {
+	if t == nil || !t.EnforceSecretUse || secret == "" {
+		return nil
+	}
+	gr := schema.GroupResource{Group: fleetv1alpha1.GroupVersion.Group, Resource: resource}
+	allowed, user, err := t.review(ctx, &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "get", Resource: "secrets", Name: secret})
+	if err != nil {
+		return apierrors.NewForbidden(gr, name, fmt.Errorf("%s: the SubjectAccessReview failed, so the request is refused: %w", fieldPath, err))
+	}
+	if !allowed {
+		return apierrors.NewForbidden(gr, name, fmt.Errorf("%s: user %q may not get Secret %s/%s, so it may not name it", fieldPath, user, ns, secret))
+	}
+	return nil
+}
+
+// review asks the API server whether the requesting user may do attrs.
+func (t *Tenancy) review(ctx context.Context, attrs *authorizationv1.ResourceAttributes) (bool, string, error) {
 	user, err := userOf(ctx)
 	if err != nil {
-		return err
+		return false, "", err
 	}
 	extra := map[string]authorizationv1.ExtraValue{}
 	for k, v := range user.Extra {
 		extra[k] = authorizationv1.ExtraValue(v)
 	}
 	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
-		ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Namespace: target, Verb: "create", Group: fleetv1alpha1.GroupVersion.Group,
-			Version: fleetv1alpha1.GroupVersion.Version, Resource: createdResource,
-		},
+		User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra, ResourceAttributes: attrs,
 	}}
-	gr := schema.GroupResource{Group: fleetv1alpha1.GroupVersion.Group, Resource: resource}
 	if err := t.Reviews.Create(ctx, sar); err != nil {
-		return apierrors.NewForbidden(gr, name, fmt.Errorf("spec.targetNamespace: the SubjectAccessReview failed, so the request is refused: %w", err))
+		return false, user.Username, err
 	}
-	if !sar.Status.Allowed {
-		return apierrors.NewForbidden(gr, name, fmt.Errorf("spec.targetNamespace: user %q may not create %s in namespace %q", user.Username, createdResource, target))
-	}
-	return nil
+	return sar.Status.Allowed, user.Username, nil
 }

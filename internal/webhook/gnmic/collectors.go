@@ -13,12 +13,12 @@ import (
 )
 
 // +kubebuilder:webhook:path=/validate-operator-gnmic-dev-v1alpha1-cluster,mutating=false,failurePolicy=fail,sideEffects=None,groups=operator.gnmic.dev,resources=clusters,verbs=create;update,versions=v1alpha1,name=vcluster-v1alpha1.operator.gnmic.dev,admissionReviewVersions=v1,timeoutSeconds=10
-// +kubebuilder:webhook:path=/validate-operator-gnmic-dev-v1alpha1-pipeline,mutating=false,failurePolicy=fail,sideEffects=None,groups=operator.gnmic.dev,resources=pipelines,verbs=create;update,versions=v1alpha1,name=vpipeline-v1alpha1.operator.gnmic.dev,admissionReviewVersions=v1,timeoutSeconds=10
-// +kubebuilder:webhook:path=/validate-operator-gnmic-dev-v1alpha1-subscription,mutating=false,failurePolicy=fail,sideEffects=None,groups=operator.gnmic.dev,resources=subscriptions,verbs=create;update,versions=v1alpha1,name=vsubscription-v1alpha1.operator.gnmic.dev,admissionReviewVersions=v1,timeoutSeconds=10
-// +kubebuilder:webhook:path=/validate-operator-gnmic-dev-v1alpha1-output,mutating=false,failurePolicy=fail,sideEffects=None,groups=operator.gnmic.dev,resources=outputs,verbs=create;update,versions=v1alpha1,name=voutput-v1alpha1.operator.gnmic.dev,admissionReviewVersions=v1,timeoutSeconds=10
-// +kubebuilder:webhook:path=/validate-operator-gnmic-dev-v1alpha1-input,mutating=false,failurePolicy=fail,sideEffects=None,groups=operator.gnmic.dev,resources=inputs,verbs=create;update,versions=v1alpha1,name=vinput-v1alpha1.operator.gnmic.dev,admissionReviewVersions=v1,timeoutSeconds=10
-// +kubebuilder:webhook:path=/validate-operator-gnmic-dev-v1alpha1-processor,mutating=false,failurePolicy=fail,sideEffects=None,groups=operator.gnmic.dev,resources=processors,verbs=create;update,versions=v1alpha1,name=vprocessor-v1alpha1.operator.gnmic.dev,admissionReviewVersions=v1,timeoutSeconds=10
-// +kubebuilder:webhook:path=/validate-operator-gnmic-dev-v1alpha1-tunneltargetpolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=operator.gnmic.dev,resources=tunneltargetpolicies,verbs=create;update,versions=v1alpha1,name=vtunneltargetpolicy-v1alpha1.operator.gnmic.dev,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-operator-gnmic-dev-v1alpha1-gnmicpipeline,mutating=false,failurePolicy=fail,sideEffects=None,groups=operator.gnmic.dev,resources=gnmicpipelines,verbs=create;update,versions=v1alpha1,name=vgnmicpipeline-v1alpha1.operator.gnmic.dev,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-operator-gnmic-dev-v1alpha1-subscription,mutating=false,failurePolicy=fail,sideEffects=None,groups=operator.gnmic.dev,resources=gnmicsubscriptions,verbs=create;update,versions=v1alpha1,name=vsubscription-v1alpha1.operator.gnmic.dev,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-operator-gnmic-dev-v1alpha1-output,mutating=false,failurePolicy=fail,sideEffects=None,groups=operator.gnmic.dev,resources=gnmicoutputs,verbs=create;update,versions=v1alpha1,name=voutput-v1alpha1.operator.gnmic.dev,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-operator-gnmic-dev-v1alpha1-input,mutating=false,failurePolicy=fail,sideEffects=None,groups=operator.gnmic.dev,resources=gnmicinputs,verbs=create;update,versions=v1alpha1,name=vinput-v1alpha1.operator.gnmic.dev,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-operator-gnmic-dev-v1alpha1-processor,mutating=false,failurePolicy=fail,sideEffects=None,groups=operator.gnmic.dev,resources=gnmicprocessors,verbs=create;update,versions=v1alpha1,name=vprocessor-v1alpha1.operator.gnmic.dev,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-operator-gnmic-dev-v1alpha1-tunneltargetpolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=operator.gnmic.dev,resources=gnmictunneltargetpolicies,verbs=create;update,versions=v1alpha1,name=vtunneltargetpolicy-v1alpha1.operator.gnmic.dev,admissionReviewVersions=v1,timeoutSeconds=10
 
 // specValidator validates one kind with a pure function from the API package; deletes are never blocked.
 type specValidator[T client.Object] struct {
@@ -56,7 +56,7 @@ func SetupClusterWebhook(mgr ctrl.Manager) error {
 
 // SetupPipelineWebhook registers the Pipeline validating webhook (refs and selectors).
 func SetupPipelineWebhook(mgr ctrl.Manager) error {
-	return setup(mgr, &gnmicv1alpha1.Pipeline{}, "Pipeline", gnmicv1alpha1.ValidatePipeline)
+	return setup(mgr, &gnmicv1alpha1.GnmicPipeline{}, "GnmicPipeline", gnmicv1alpha1.ValidatePipeline)
 }
 
 // SetupSubscriptionWebhook registers the Subscription validating webhook (mode, paths, intervals).

@@ -25,12 +25,12 @@ func SetupTargetProfileWebhook(mgr ctrl.Manager) error {
 
 // ValidateCreate implements admission.Validator.
 func (TargetProfileValidator) ValidateCreate(_ context.Context, p *gnmicv1alpha1.TargetProfile) (admission.Warnings, error) {
-	return nil, invalidProfile(p)
+	return gnmicv1alpha1.TargetProfileWarnings(p), invalidProfile(p)
 }
 
 // ValidateUpdate implements admission.Validator.
 func (TargetProfileValidator) ValidateUpdate(_ context.Context, _, p *gnmicv1alpha1.TargetProfile) (admission.Warnings, error) {
-	return nil, invalidProfile(p)
+	return gnmicv1alpha1.TargetProfileWarnings(p), invalidProfile(p)
 }
 
 // ValidateDelete implements admission.Validator; deletes are never blocked.
