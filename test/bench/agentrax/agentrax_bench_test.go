@@ -180,6 +180,8 @@ func BenchmarkAgentrax500(b *testing.B) {
 		create := admissionKey{"validating", "CREATE", "false"}
 		b.ReportMetric(closed.webhooks(create).quantile(.99)*1000, "ms-validating-create-p99")
 		b.ReportMetric(paced.webhooks(create).quantile(.99)*1000, "ms-validating-create-paced-p99")
+		b.ReportMetric(closed.casRatio(create), "webhook-to-cas-p99-ratio")
+		b.ReportMetric(paced.casRatio(create), "webhook-to-cas-p99-ratio-paced")
 		b.ReportMetric(float64(children.Milliseconds()), "ms-children")
 		b.ReportMetric(float64(total(quiet)), "quiet-writes")
 	}
@@ -208,7 +210,8 @@ func probeAdmission(ctx context.Context, b *testing.B, nss []string, agents, pro
 	b.Helper()
 	rows := []latencies{{name: "ConfigMap create (baseline, no webhook)"}, {name: "AgentDeployment label update (webhooks only)"},
 		{name: "AgentDeployment create (webhooks + ledger)"}, {name: "AgentDeployment dry-run create"},
-		{name: "TenantQuota label patch (ledger object, no webhook)"}}
+		{name: "TenantQuota label patch (ledger object, no webhook)"},
+		{name: "TenantQuota compare-and-swap (JSON patch, tests)"}}
 	timed := func(row int, f func() error) {
 		t0 := time.Now()
 		if err := f(); err != nil {
@@ -223,6 +226,16 @@ func probeAdmission(ctx context.Context, b *testing.B, nss []string, agents, pro
 		ticker := time.NewTicker(interval)
 		defer ticker.Stop()
 		tick = ticker.C
+	}
+	// The bare compare-and-swap baseline tests the same preconditions the webhook's ledger write tests (the
+	// object's identity and spec generation), on the same TenantQuota, and changes one label: a real write.
+	quotas := map[string]*agentraxv1alpha1.TenantQuota{}
+	for _, ns := range nss {
+		tq := &agentraxv1alpha1.TenantQuota{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "quota"}, tq); err != nil {
+			b.Fatal(err)
+		}
+		quotas[ns] = tq
 	}
 	for i := range probes {
 		if tick != nil && i > 0 {
@@ -248,6 +261,13 @@ func probeAdmission(ctx context.Context, b *testing.B, nss []string, agents, pro
 			tq := &agentraxv1alpha1.TenantQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "quota"}}
 			patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{"bench-probe":"%s-%d"}}}`, prefix, i))
 			return env.Client.Patch(ctx, tq, client.RawPatch(types.MergePatchType, patch))
+		})
+		timed(5, func() error {
+			tq := quotas[ns]
+			patch := []byte(fmt.Sprintf(`[{"op":"test","path":"/metadata/uid","value":%q},`+
+				`{"op":"test","path":"/metadata/generation","value":%d},`+
+				`{"op":"add","path":"/metadata/labels/bench-cas","value":"%s-%d"}]`, tq.UID, tq.Generation, prefix, i))
+			return env.Client.Patch(ctx, tq.DeepCopy(), client.RawPatch(types.JSONPatchType, patch))
 		})
 	}
 	return rows

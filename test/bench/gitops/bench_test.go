@@ -29,6 +29,7 @@ import (
 	"github.com/quartet-dev/quartet-operator/internal/gitops/pipeline"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/renderer"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/runner"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/tenancy"
 	"github.com/quartet-dev/quartet-operator/internal/operator"
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
 )
@@ -61,7 +62,7 @@ func tenant(ctx context.Context, b *testing.B, c client.Client, ns string) {
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "github-webhook-secret"},
 			StringData: map[string]string{"webhook-secret": "bench"}},
 	}
-	for sa, verbs := range map[string][]string{"provisioner": {"create", "patch"}, "pruner": {"delete"}} {
+	for sa, verbs := range map[string][]string{"provisioner": tenancy.ProvisionerVerbs, "pruner": tenancy.PrunerVerbs} {
 		objs = append(objs, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}},
 			&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}, Rules: []rbacv1.PolicyRule{
 				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: verbs}}},

@@ -10,32 +10,35 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	gnmictypes "github.com/openconfig/gnmic/pkg/api/types"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gnmicv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/controllers/gnmic"
+	"github.com/quartet-dev/quartet-operator/internal/devdial"
 	"github.com/quartet-dev/quartet-operator/internal/gnmic/collector"
 	"github.com/quartet-dev/quartet-operator/internal/gnmic/plan"
+	"github.com/quartet-dev/quartet-operator/internal/manager"
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
 	"github.com/quartet-dev/quartet-operator/test/gnmicserver"
 )
 
 var env *testenv.Env
 
+// dialMap sends the operator's connections to each bench Cluster's pods to its collector test servers.
+var dialMap = &devdial.Map{}
+
 func TestMain(m *testing.M) {
-	_ = os.Setenv("QUARTET_GNMIC_COLLECTOR_URL_OVERRIDE", "true")
-	os.Exit(testenv.Main(m, &env, testenv.Options{Controllers: []string{gnmic.ClusterControllerName}}))
+	// Cluster mode: the StatefulSet controller and the simulated kubelet make the collector pods Ready.
+	os.Exit(testenv.Main(m, &env, testenv.Options{Controllers: []string{gnmic.ClusterControllerName},
+		Cluster: &testenv.ClusterOptions{}, Manager: func(o *manager.Options) { o.DevDialMap = dialMap }}))
 }
 
 const targets = 1000
@@ -48,37 +51,33 @@ func BenchmarkClusterPush1000Targets(b *testing.B) {
 		ns := fmt.Sprintf("bench-%d", n)
 		g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 		var servers []*gnmicserver.Server
-		var urls []string
-		for i := range 3 {
+		for range 3 {
 			s, err := gnmicserver.Start("127.0.0.1:0")
 			g.Expect(err).NotTo(HaveOccurred())
 			defer func() { _ = s.Close() }()
 			servers = append(servers, s)
-			urls = append(urls, fmt.Sprintf("%d=%s", i, s.URL()))
 		}
 		g.Expect(env.Client.Create(ctx, &gnmicv1alpha1.TargetProfile{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}})).To(Succeed())
 		g.Expect(env.Client.Create(ctx, &gnmicv1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ifaces"},
 			Spec: gnmicv1alpha1.SubscriptionSpec{Paths: []string{"/interfaces"}}})).To(Succeed())
+		// A Pipeline without an output collects nothing, so the bench writes to a file output.
+		g.Expect(env.Client.Create(ctx, &gnmicv1alpha1.Output{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sink"},
+			Spec: gnmicv1alpha1.OutputSpec{Type: gnmicv1alpha1.OutputFile}})).To(Succeed())
 		createTargets(g, ns, 0, targets)
 		replicas := int32(3)
-		c := &gnmicv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bench",
-			Annotations: map[string]string{gnmicv1alpha1.ClusterCollectorURLsAnnotation: strings.Join(urls, ",")}},
+		g.Expect(dialMap.Add(gnmicserver.ServerDialMapEntries(ns, "bench", 0, servers))).To(Succeed())
+		c := &gnmicv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bench"},
 			Spec: gnmicv1alpha1.ClusterSpec{Image: "gnmic", Replicas: &replicas}}
 		g.Expect(env.Client.Create(ctx, c)).To(Succeed())
-		g.Eventually(func(g Gomega) {
-			sts := &appsv1.StatefulSet{}
-			g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gnmic-bench"}, sts)).To(Succeed())
-			sts.Status.Replicas, sts.Status.ReadyReplicas = 3, 3
-			g.Expect(env.Client.Status().Update(ctx, sts)).To(Succeed())
-		}).Should(Succeed())
 		g.Eventually(func() int { return total(servers) }).Should(Equal(3)) // the empty plans
 
 		// Baseline: the same three plans pushed straight to the collectors.
 		baseline := directPush(g, servers)
 
 		start := time.Now()
-		g.Expect(env.Client.Create(ctx, &gnmicv1alpha1.Pipeline{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "all"},
+		g.Expect(env.Client.Create(ctx, &gnmicv1alpha1.GnmicPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "all"},
 			Spec: gnmicv1alpha1.PipelineSpec{ClusterRef: "bench", Enabled: true, SubscriptionRefs: []string{"ifaces"},
+				Outputs:         gnmicv1alpha1.PipelineOutputs{OutputRefs: []string{"sink"}},
 				TargetSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"bench": "yes"}}}}})).To(Succeed())
 		g.Eventually(func() int { return held(servers) }).WithPolling(10 * time.Millisecond).Should(Equal(targets))
 		pushed := time.Since(start)
@@ -95,7 +94,7 @@ func BenchmarkClusterPush1000Targets(b *testing.B) {
 
 		// No-op reconcile: an annotation change triggers a reconcile that has nothing to push.
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(c), c)).To(Succeed())
-		c.Annotations["bench/touched"] = "yes"
+		c.SetAnnotations(map[string]string{"bench/touched": "yes"})
 		g.Expect(env.Client.Update(ctx, c)).To(Succeed())
 		g.Consistently(func() []int { return counts(servers) }).WithTimeout(2 * time.Second).Should(Equal(settled))
 		noop := total(servers) - sum(settled)

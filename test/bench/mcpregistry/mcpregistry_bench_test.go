@@ -18,7 +18,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/quartet-dev/quartet-operator/internal/registry"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/registry"
 )
 
 func envInt(name string, def int) int {
