@@ -91,11 +91,12 @@ func installFromCatalog(t *testing.T, opm string) (*operatorsv1alpha1.Subscripti
 		g.Expect(plan.Status.Phase).To(Equal(operatorsv1alpha1.InstallPlanPhaseComplete), "install plan: %+v", plan.Status.Conditions)
 	}).WithTimeout(4 * time.Minute).WithPolling(time.Second).Should(Succeed())
 
-	// No bundle was unpacked by a Job: the objects came inline from the catalog.
+	// No bundle was unpacked by a Job: the objects came inline from the catalog. OLM runs unpack Jobs in the
+	// CatalogSource's namespace, not the install namespace, so look in every namespace.
 	jobs := &metav1.PartialObjectMetadataList{}
 	jobs.SetGroupVersionKind(schemaJobList)
-	g.Expect(env.Client.List(ctx, jobs, client.InNamespace(installNamespace))).To(Succeed())
-	g.Expect(jobs.Items).To(BeEmpty(), "no unpack Job")
+	g.Expect(env.Client.List(ctx, jobs)).To(Succeed())
+	g.Expect(jobs.Items).To(BeEmpty(), "no unpack Job in any namespace")
 
 	g.Eventually(func(g Gomega) {
 		alive(g)
