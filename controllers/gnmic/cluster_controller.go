@@ -59,6 +59,9 @@ type ClusterReconciler struct {
 	// PlatformAssignsUID is true on clusters that assign pod UIDs themselves (OpenShift, detected through the
 	// security.openshift.io API group): collector pods then name no UID unless spec.podTemplate asks.
 	PlatformAssignsUID bool
+	// TargetTLSPropagation is how long a file newly added to the target-tls Secret is held back from the push
+	// (DefaultTargetTLSPropagation when zero): see ensureTargetTLS.
+	TargetTLSPropagation time.Duration
 
 	events  chan event.GenericEvent
 	mu      sync.Mutex
@@ -100,11 +103,13 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	p := plan.Build(snap)
 	tls, wait, pushErr := r.certificates(ctx, c)
+	var settle time.Duration
 	if pushErr == nil && wait == 0 {
-		pushErr = r.ensureTargetTLS(ctx, c, snap.Profiles)
+		snap.HeldBack, settle, pushErr = r.ensureTargetTLS(ctx, c, snap.Profiles)
+		setTargetTLSCondition(c, snap.HeldBack)
 	}
+	p := plan.Build(snap)
 	if pushErr == nil && wait == 0 {
 		pushErr = r.sync(ctx, c, snap, p, tls)
 	}
@@ -116,6 +121,10 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if at := tls.renewAt(); pushErr == nil && !at.IsZero() {
 		// Come back when the serving certificate is due for renewal.
 		res.RequeueAfter = max(time.Until(at), time.Second)
+	}
+	if settle > 0 && pushErr == nil && (res.RequeueAfter == 0 || settle < res.RequeueAfter) {
+		// Come back when held-back device TLS files have reached the pods.
+		res.RequeueAfter = settle
 	}
 	return res, pushErr
 }

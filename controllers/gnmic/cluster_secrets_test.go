@@ -3,10 +3,12 @@ package gnmic_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -116,4 +118,53 @@ func TestClusterCredentialsChangeReachesOnlyAffectedPods(t *testing.T) {
 		}
 	}).Should(Succeed())
 	g.Expect(idle.ApplyCount()).To(Equal(idleApplies))
+}
+
+// gNMIc v0.47 crashes (nil pointer in its subscribe path) when a subscription is applied to a target whose
+// tls-ca, tls-cert or tls-key file does not exist, so such targets are held back: first because the CA bundle's
+// ConfigMap is missing, then while the kubelet may not yet have written the newly added file into the pods
+// (--gnmic-target-tls-propagation, targetTLSPropagation in these tests); after that they are pushed.
+func TestClusterHoldsBackTargetsUntilTheirTLSFilesAreInThePods(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	servers := collectors(t, 1)
+	fleet(g, ns, 2)
+	profile := &gnmicv1alpha1.TargetProfile{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}
+	patch := []byte(`{"spec":{"tls":{"caBundle":{"configMapRef":{"name":"device-ca"}}}}}`)
+	g.Expect(env.Client.Patch(ctx, profile, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
+	c := cluster(g, ns, "held", 1, servers)
+	g.Expect(env.Client.Create(ctx, c)).To(Succeed())
+	g.Expect(env.Client.Create(ctx, pipelineFor(ns, "p", "held"))).To(Succeed())
+
+	tlsCondition := func(g Gomega) *metav1.Condition {
+		got := &gnmicv1alpha1.Cluster{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(c), got)).To(Succeed())
+		g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, gnmicv1alpha1.ClusterConditionConfigApplied)).To(BeTrue())
+		cond := meta.FindStatusCondition(got.Status.Conditions, gnmicv1alpha1.ClusterConditionTargetTLSReady)
+		g.Expect(cond).NotTo(BeNil())
+		return cond
+	}
+	g.Eventually(func(g Gomega) {
+		cond := tlsCondition(g)
+		g.Expect(cond.Reason).To(Equal(gnmicv1alpha1.ReasonTargetTLSHeldBack))
+		g.Expect(cond.Message).To(ContainSubstring("TargetProfile/default: CA bundle ConfigMap/device-ca key ca.crt not found"))
+	}).Should(Succeed())
+	g.Expect(servers[0].Config().Targets).To(BeEmpty(), "a target whose CA file is missing would crash the collector")
+
+	g.Expect(env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "device-ca"},
+		Data: map[string]string{"ca.crt": "CA-1"}})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(tlsCondition(g).Message).To(ContainSubstring("waiting up to " + targetTLSPropagation.String()))
+	}).Should(Succeed())
+	g.Expect(servers[0].Config().Targets).To(BeEmpty(), "the new CA file may not be in the pod yet")
+
+	g.Eventually(func(g Gomega) {
+		g.Expect(tlsCondition(g).Status).To(Equal(metav1.ConditionTrue))
+		targets := servers[0].Config().Targets
+		g.Expect(targets).To(HaveLen(2))
+		for _, cfg := range targets {
+			g.Expect(cfg.TLSCA).To(HaveValue(Equal("/etc/gnmic/target-tls/" + ns + "_default_ca.crt")))
+		}
+	}).WithTimeout(targetTLSPropagation + time.Minute).Should(Succeed())
 }

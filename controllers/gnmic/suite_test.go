@@ -28,6 +28,10 @@ var fakeClock = clocktesting.NewFakeClock(time.Date(2026, 1, 1, 12, 0, 0, 0, tim
 // certificateWait is the manager's --gnmic-certificate-wait in these tests.
 const certificateWait = 8 * time.Second
 
+// targetTLSPropagation is the manager's --gnmic-target-tls-propagation in these tests: long enough to see a
+// target held back, short enough to see it pushed.
+const targetTLSPropagation = 5 * time.Second
+
 func TestMain(m *testing.M) {
 	// No container runs in the simulated collector pods. The variable's pattern sends every pod address to
 	// loopback on the same port (a test server on the Cluster's REST port); exact entries for the tests'
@@ -40,6 +44,7 @@ func TestMain(m *testing.M) {
 			o.DevDialMap = dialMap
 			// Long enough for a test to see CertificatePending, short enough to see the deadline pass.
 			o.GNMIcCertificateWait = certificateWait
+			o.GNMIcTargetTLSPropagation = targetTLSPropagation
 		},
 		// cert-manager's Certificate, Issuer and ClusterIssuer, generated from its Go types by `make envtest`.
 		ExtraCRDPaths: []string{testenv.CertManagerCRDDir()},

@@ -64,6 +64,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How often each gnmic collector's targets are polled for their state; 0 means 15s.")
 	fs.DurationVar(&o.GNMIcCertificateWait, "gnmic-certificate-wait", o.GNMIcCertificateWait,
 		"How long a gnmic Cluster waits for cert-manager to issue a Certificate before reporting CertificateTimedOut; 0 means 5m.")
+	fs.DurationVar(&o.GNMIcTargetTLSPropagation, "gnmic-target-tls-propagation", o.GNMIcTargetTLSPropagation,
+		"How long a device CA or client certificate newly added to a gnmic Cluster's target-tls Secret is held back before its targets are pushed, so the kubelet has placed the files in the collector pods; 0 means 2m.")
 	fs.DurationVar(&o.GNMIcReconnectBackoff, "gnmic-reconnect-backoff", o.GNMIcReconnectBackoff,
 		"First backoff before reconnecting to an unreachable gnmic collector (it doubles up to 10s); 0 means 2s.")
 	fs.StringVar(&o.PrometheusURL, "prometheus-url", o.PrometheusURL,

@@ -78,6 +78,8 @@ type Options struct {
 	GNMIcReconnectBackoff time.Duration
 	GNMIcClusterDomain    string
 	GNMIcCertificateWait  time.Duration
+	// GNMIcTargetTLSPropagation: see --gnmic-target-tls-propagation.
+	GNMIcTargetTLSPropagation time.Duration
 	// PrometheusURL is where agentrax canary analysis queries Prometheus; empty leaves canaries unjudged (held).
 	PrometheusURL string
 	// PrometheusFailsafeTimeout is how long Prometheus may be unreachable during a canary pause before rollback.
@@ -328,7 +330,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Clock:              o.Clock,
 		GPUResourceName:    o.GPUResourceName,
 		GNMIc: operator.GNMIcSettings{PollInterval: o.GNMIcPollInterval, ReconnectBackoff: o.GNMIcReconnectBackoff,
-			ClusterDomain: o.GNMIcClusterDomain, CertificateWait: o.GNMIcCertificateWait},
+			ClusterDomain: o.GNMIcClusterDomain, CertificateWait: o.GNMIcCertificateWait,
+			TargetTLSPropagation: o.GNMIcTargetTLSPropagation},
 		Canary: operator.CanarySettings{PrometheusURL: o.PrometheusURL, FailsafeTimeout: o.PrometheusFailsafeTimeout,
 			AnalysisInterval: o.CanaryAnalysisInterval},
 		Fleet: operator.FleetSettings{

@@ -88,9 +88,10 @@ func gnmicControllers() []Controller {
 					Collectors: collectors,
 					Monitor: &collector.Monitor{Client: collectors, PollInterval: d.GNMIc.PollInterval,
 						BackoffMin: d.GNMIc.ReconnectBackoff},
-					ClusterDomain:      d.GNMIc.ClusterDomain,
-					CertificateWait:    d.GNMIc.CertificateWait,
-					PlatformAssignsUID: collector.PlatformAssignsUID(groups),
+					ClusterDomain:        d.GNMIc.ClusterDomain,
+					CertificateWait:      d.GNMIc.CertificateWait,
+					TargetTLSPropagation: d.GNMIc.TargetTLSPropagation,
+					PlatformAssignsUID:   collector.PlatformAssignsUID(groups),
 				}).SetupWithManager(ctx, mgr, d.options(gnmiccontrollers.ClusterControllerName))
 			},
 		},
@@ -126,6 +127,8 @@ type GNMIcSettings struct {
 	ClusterDomain string
 	// CertificateWait bounds the wait for a cert-manager Certificate's Secret; zero means 5 minutes.
 	CertificateWait time.Duration
+	// TargetTLSPropagation is how long newly added device TLS files are held back; zero means 2 minutes.
+	TargetTLSPropagation time.Duration
 }
 
 // apiGroups asks discovery, once at start, which API groups the cluster serves.

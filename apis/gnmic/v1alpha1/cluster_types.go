@@ -22,6 +22,11 @@ const (
 	// ClusterConditionFeaturesSupported is False while a Pipeline of the Cluster asks for something its
 	// collectors cannot decode (reason UnsupportedByCollector); those objects are left out of the push.
 	ClusterConditionFeaturesSupported = "FeaturesSupported"
+	// ClusterConditionTargetTLSReady is False while some TargetProfile's device TLS files (CA bundle, client
+	// certificate) are not in the collector pods (reason TargetTLSHeldBack): the object is missing, or the
+	// kubelet may not have written a newly added file yet. Targets of those profiles are not pushed meanwhile,
+	// since gNMIc crashes applying a subscription to a target whose TLS file does not exist.
+	ClusterConditionTargetTLSReady = "TargetTLSReady"
 
 	ReasonClusterReady          = "ClusterReady"
 	ReasonFeaturesSupported     = "FeaturesSupported"
@@ -34,6 +39,8 @@ const (
 	ReasonCapacityAvailable     = "CapacityAvailable"
 	ReasonCertificatesIssued    = "CertificatesIssued"
 	ReasonCertificatesFailed    = "CertificatesFailed"
+	ReasonTargetTLSInPlace      = "TargetTLSInPlace"
+	ReasonTargetTLSHeldBack     = "TargetTLSHeldBack"
 	// ReasonCertificatePending: a cert-manager Certificate's Secret is not written (or not for the requested
 	// names) yet; the operator deploys and pushes nothing until it is.
 	ReasonCertificatePending = "CertificatePending"

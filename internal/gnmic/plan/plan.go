@@ -67,6 +67,11 @@ type Snapshot struct {
 	// ClientCert, when set, is the Cluster's client certificate (spec.clientTLS) as the collectors see it: presented
 	// to every device reached over TLS whose profile names no client certificate of its own.
 	ClientCert *ClientCertFiles
+	// HeldBack names the TargetProfiles whose device TLS files are not in the collector pods (the object they
+	// come from is missing, or the kubelet may not have written them yet), with why. Their targets and tunnel
+	// matches are left out: gNMIc v0.47 crashes (nil pointer) when a subscription is applied to a target whose
+	// tls-ca, tls-cert or tls-key file does not exist.
+	HeldBack map[ktypes.NamespacedName]string
 }
 
 // ClientCertFiles are the paths of a certificate and its key inside the collector pods (gNMIc's tls-cert and
@@ -246,6 +251,9 @@ func Build(s Snapshot) *Plan {
 					m.Type, m.ID = tp.Spec.Match.Type, tp.Spec.Match.ID
 				}
 				if tp.Spec.Profile != "" {
+					if _, held := s.HeldBack[ktypes.NamespacedName{Namespace: tp.Namespace, Name: tp.Spec.Profile}]; held {
+						continue
+					}
 					if prof := s.Profiles[ktypes.NamespacedName{Namespace: tp.Namespace, Name: tp.Spec.Profile}]; prof != nil {
 						m.Config = s.targetConfig(prof)
 					} else {
@@ -262,6 +270,9 @@ func Build(s Snapshot) *Plan {
 			name := Name(t.Namespace, t.Name)
 			if s.Profiles[ktypes.NamespacedName{Namespace: t.Namespace, Name: t.Spec.Profile}] == nil {
 				res.Missing = appendNew(res.Missing, "TargetProfile/"+t.Spec.Profile)
+				continue
+			}
+			if _, held := s.HeldBack[ktypes.NamespacedName{Namespace: t.Namespace, Name: t.Spec.Profile}]; held {
 				continue
 			}
 			if len(r.subNames) == 0 {
