@@ -58,16 +58,19 @@ func TestClusterAPITLSOperatorManaged(t *testing.T) {
 	names := []string{"*.gnmic-secure." + ns + ".svc", "*.gnmic-secure." + ns + ".svc.cluster.local"}
 	g.Expect(certs.ServingValid(ca, serving, names, time.Now())).To(BeTrue())
 
-	cm := &corev1.ConfigMap{}
-	g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gnmic-secure-config"}, cm)).To(Succeed())
-	g.Expect(cm.Data["config.yaml"]).To(And(ContainSubstring("cert-file: /etc/gnmic/tls/tls.crt"),
-		ContainSubstring("key-file: /etc/gnmic/tls/tls.key")))
+	// The certificates are written first in the reconcile, the collector configuration and StatefulSet after.
 	sts := &appsv1.StatefulSet{}
-	g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gnmic-secure"}, sts)).To(Succeed())
-	pod := sts.Spec.Template
-	g.Expect(pod.Spec.Containers[0].ReadinessProbe.HTTPGet.Scheme).To(Equal(corev1.URISchemeHTTPS))
-	g.Expect(pod.Spec.Volumes).To(ContainElement(HaveField("Secret.SecretName", "gnmic-secure-api-tls")))
-	g.Expect(pod.Annotations["operator.gnmic.dev/api-cert"]).To(Equal(certs.Fingerprint(serving.CertPEM)))
+	g.Eventually(func(g Gomega) {
+		cm := &corev1.ConfigMap{}
+		g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gnmic-secure-config"}, cm)).To(Succeed())
+		g.Expect(cm.Data["config.yaml"]).To(And(ContainSubstring("cert-file: /etc/gnmic/tls/tls.crt"),
+			ContainSubstring("key-file: /etc/gnmic/tls/tls.key")))
+		g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gnmic-secure"}, sts)).To(Succeed())
+		pod := sts.Spec.Template
+		g.Expect(pod.Spec.Containers[0].ReadinessProbe.HTTPGet.Scheme).To(Equal(corev1.URISchemeHTTPS))
+		g.Expect(pod.Spec.Volumes).To(ContainElement(HaveField("Secret.SecretName", "gnmic-secure-api-tls")))
+		g.Expect(pod.Annotations["operator.gnmic.dev/api-cert"]).To(Equal(certs.Fingerprint(serving.CertPEM)))
+	}).Should(Succeed())
 
 	// A collector serving the issued certificate gets its configuration over https.
 	srv, err := gnmicserver.StartTLS("127.0.0.1:0", serving.CertPEM, serving.KeyPEM)
