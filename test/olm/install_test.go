@@ -144,7 +144,8 @@ func assertInstalled(t *testing.T, sub *operatorsv1alpha1.Subscription) {
 	}
 	g.Expect(gotRules).To(BeNumerically(">=", wantRules), "every cluster rule of the CSV is in a ClusterRole")
 
-	certSecret := assertWebhooksTrustServingCert(t, csv)
+	var certSecret *corev1.Secret
+	g.Eventually(func(g Gomega) { certSecret = webhooksTrustServingCert(g, csv) }).WithTimeout(time.Minute).Should(Succeed())
 
 	// The Deployment: the certificate mounted where the manager reads it, the Subscription's env applied.
 	dep := &appsv1.Deployment{}
@@ -163,12 +164,11 @@ func assertInstalled(t *testing.T, sub *operatorsv1alpha1.Subscription) {
 	}
 }
 
-// assertWebhooksTrustServingCert checks that the serving certificate OLM generated is valid for the webhook
-// Service's name and that every webhook configuration OLM created for csv carries a CA bundle that verifies it; it
-// returns the certificate's Secret.
-func assertWebhooksTrustServingCert(t *testing.T, csv *operatorsv1alpha1.ClusterServiceVersion) *corev1.Secret {
-	t.Helper()
-	g := NewWithT(t)
+// webhooksTrustServingCert checks that the serving certificate OLM generated is valid for the webhook Service's
+// name and that every webhook configuration OLM created for csv carries a CA bundle that verifies it; it returns
+// the certificate's Secret. OLM writes the Secret and the bundles after the CSV succeeds, and again on an upgrade
+// (the replaced CSV's Secret goes with it), so callers poll it.
+func webhooksTrustServingCert(g Gomega, csv *operatorsv1alpha1.ClusterServiceVersion) *corev1.Secret {
 	ctx := context.Background()
 	owned := client.MatchingLabels{"olm.owner": csv.Name, "olm.owner.namespace": installNamespace}
 	certSecret := &corev1.Secret{}

@@ -51,7 +51,7 @@ func upgradeThroughCatalog(t *testing.T, opm string, catalog *offlineCatalog, su
 	dep := &appsv1.Deployment{}
 	g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: installNamespace, Name: deploymentName}, dep)).To(Succeed())
 	g.Expect(dep.Spec.Template.Annotations).To(HaveKeyWithValue("quartet.dev/release", "0.1.1"), "the Deployment is the new CSV's")
-	assertWebhooksTrustServingCert(t, csv)
+	g.Eventually(func(g Gomega) { webhooksTrustServingCert(g, csv) }).WithTimeout(time.Minute).Should(Succeed())
 
 	// The pod of the old release goes; the new one runs as the new Deployment says.
 	m.Restart(t, "manager-next")
