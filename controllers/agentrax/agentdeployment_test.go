@@ -388,59 +388,6 @@ func TestUpdateDeltasAndRelease(t *testing.T) {
 	g.Expect(env.Client.Create(ctx, agentDeployment(ns, "c", "q", 1, 8, 0))).To(Succeed())
 }
 
-// Deleting an agent deregisters it while its Service still exists — under background and foreground propagation,
-// with the real garbage collector deleting the children — then releases the finalizers and the children go.
-func TestFinalizerDeregistersFirst(t *testing.T) {
-	for _, policy := range []metav1.DeletionPropagation{metav1.DeletePropagationForeground, metav1.DeletePropagationBackground} {
-		t.Run(string(policy), func(t *testing.T) {
-			g := NewWithT(t)
-			ctx := context.Background()
-			ns := newNamespace(t)
-			g.Expect(env.Client.Create(ctx, tenantQuota(ns, "q", 5, 0, 20, 10))).To(Succeed())
-			ad := agentDeployment(ns, "leaving", "q", 1, 2, 0)
-			g.Expect(env.Client.Create(ctx, ad)).To(Succeed())
-			key := client.ObjectKeyFromObject(ad)
-			g.Eventually(func(g Gomega) {
-				svc := &corev1.Service{}
-				g.Expect(env.Client.Get(ctx, key, svc)).To(Succeed())
-				g.Expect(svc.Finalizers).To(ContainElement(agentraxv1alpha1.Finalizer))
-				g.Expect(env.Client.Get(ctx, key, ad)).To(Succeed())
-				g.Expect(ad.Finalizers).To(ContainElement(agentraxv1alpha1.Finalizer))
-			}).Should(Succeed())
-
-			// While the registry fails, the finalizers hold the agent and its Service, whatever the garbage
-			// collector does meanwhile.
-			registrar.failDeregister.Store(true)
-			g.Expect(env.Client.Delete(ctx, ad, client.PropagationPolicy(policy))).To(Succeed())
-			g.Consistently(func(g Gomega) {
-				g.Expect(env.Client.Get(ctx, key, ad)).To(Succeed())
-				g.Expect(ad.Finalizers).To(ContainElement(agentraxv1alpha1.Finalizer))
-				g.Expect(env.Client.Get(ctx, key, &corev1.Service{})).To(Succeed())
-			}, 2*time.Second, 100*time.Millisecond).Should(Succeed())
-
-			registrar.failDeregister.Store(false)
-			g.Eventually(func(g Gomega) {
-				svc := &corev1.Service{}
-				err := env.Client.Get(ctx, key, svc)
-				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Service: %v, finalizers %v", err, svc.Finalizers)
-			}).WithTimeout(2 * time.Minute).Should(Succeed()) // the garbage collector's foreground pass is slow on a loaded machine
-			// The garbage collector finishes the agent (under Foreground once every blocking dependent is gone).
-			g.Eventually(func(g Gomega) {
-				got := &agentraxv1alpha1.AgentDeployment{}
-				err := env.Client.Get(ctx, key, got)
-				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "agent: %v, finalizers %v", err, got.Finalizers)
-			}).WithTimeout(2 * time.Minute).Should(Succeed())
-			g.Expect(phaseSeries(g, ns, "leaving")).To(BeEmpty(), "a deleted agent leaves no phase series")
-			// Under Foreground the agent outlives its finalizer until the garbage collector is done, so a reconcile
-			// from a cache that has not seen the finalizer go may deregister once more: idempotent, and after.
-			calls := registrar.deregistrations(ns + "/leaving")
-			g.Expect(calls).NotTo(BeEmpty())
-			g.Expect(calls[0]).To(And(HaveField("FinalizerPresent", true), HaveField("DeletionTimestamp", true),
-				HaveField("ServiceExisted", true)), "deregistered before the Service went")
-		})
-	}
-}
-
 // updateAgent reads the agent, applies edit and updates it, retrying only on write conflicts with the controller.
 func updateAgent(ns, name string, edit func(*agentraxv1alpha1.AgentDeployment), opts ...client.UpdateOption) error {
 	ctx := context.Background()

@@ -53,4 +53,9 @@ func TestQuotaHeldUntilPodsGone(t *testing.T) {
 		g.Expect(env.Client.Create(ctx, second())).To(Succeed())
 	}).WithTimeout(2 * time.Minute).Should(Succeed())
 	g.Expect(podsOfFirst(g)).To(BeEmpty(), "admitted only once the first agent's pods were gone")
+	g.Eventually(func(g Gomega) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(first), &agentraxv1alpha1.AgentDeployment{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "first agent: %v", err)
+		g.Expect(phaseSeries(g, ns, "first")).To(BeEmpty(), "a deleted agent leaves no phase series")
+	}).WithTimeout(time.Minute).Should(Succeed())
 }

@@ -14,12 +14,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/quartet-dev/quartet-operator/internal/operator"
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
 )
 
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
+	// Deregistrations go through a gate the deletion test can close (agentrax_deletion_test.go).
+	operator.WrapAgentRegistrar = gate.wrap
 	os.Exit(testenv.Main(m, &env, testenv.Options{
 		Controllers: testenv.AllControllers(),
 		Cluster:     &testenv.ClusterOptions{},
