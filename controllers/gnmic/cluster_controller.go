@@ -106,7 +106,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	tls, wait, pushErr := r.certificates(ctx, c)
 	var settle time.Duration
 	if pushErr == nil && wait == 0 {
-		snap.HeldBack, settle, pushErr = r.ensureTargetTLS(ctx, c, snap.Profiles)
+		snap.TargetTLS, snap.HeldBack, settle, pushErr = r.ensureTargetTLS(ctx, c, snap.Profiles)
 		setTargetTLSCondition(c, snap.HeldBack)
 	}
 	p := plan.Build(snap)

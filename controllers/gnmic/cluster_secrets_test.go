@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gnmicv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/gnmic/plan"
 )
 
 // A changed credentials Secret reaches the collectors holding the targets of the profiles that name it, without
@@ -43,8 +44,10 @@ func TestClusterPushesChangedCredentials(t *testing.T) {
 }
 
 // A TargetProfile's CA bundle (from a ConfigMap) and client certificate reach the collectors: gNMIc's target
-// config names files under /etc/gnmic/target-tls, the Cluster's target-tls Secret holds them and is mounted there,
-// and a rotated CA bundle updates the Secret without any other change.
+// config names files under /etc/gnmic/target-tls, the Cluster's target-tls Secret holds them (each key named after
+// a digest of its content) and is mounted there. A rotated CA bundle is pushed: once the new file has had the
+// propagation time to reach the pods, the targets name it (a changed target, which gNMIc re-applies with the new
+// file); until then they keep the old one, which stays in the Secret meanwhile, and nothing is held back.
 func TestClusterTargetProfileTLSMaterial(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -59,27 +62,30 @@ func TestClusterTargetProfileTLSMaterial(t *testing.T) {
 	profile := &gnmicv1alpha1.TargetProfile{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}
 	patch := []byte(`{"spec":{"tls":{"caBundle":{"configMapRef":{"name":"device-ca"}},"clientCertRef":{"name":"client"}}}}`)
 	g.Expect(env.Client.Patch(ctx, profile, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
-	g.Expect(env.Client.Create(ctx, cluster(g, ns, "tls", 1, servers))).To(Succeed())
+	c := cluster(g, ns, "tls", 1, servers)
+	g.Expect(env.Client.Create(ctx, c)).To(Succeed())
 	g.Expect(env.Client.Create(ctx, pipelineFor(ns, "p", "tls"))).To(Succeed())
 
-	dir := "/etc/gnmic/target-tls/" + ns + "_default_"
-	g.Eventually(func(g Gomega) {
+	key := func(file, content string) string { return plan.TargetTLSKey(ns, "default", file, []byte(content)) }
+	ca1, ca2 := key(plan.TargetTLSCA, "CA-1"), key(plan.TargetTLSCA, "CA-2")
+	cert, privateKey := key(plan.TargetTLSCert, "CERT"), key(plan.TargetTLSPrivateKey, "KEY")
+	targetsName := func(g Gomega, caKey string) {
 		targets := servers[0].Config().Targets
 		g.Expect(targets).To(HaveLen(2))
 		for _, cfg := range targets {
-			g.Expect(cfg.TLSCA).To(HaveValue(Equal(dir + "ca.crt")))
-			g.Expect(cfg.TLSCert).To(HaveValue(Equal(dir + "tls.crt")))
-			g.Expect(cfg.TLSKey).To(HaveValue(Equal(dir + "tls.key")))
+			g.Expect(cfg.TLSCA).To(HaveValue(Equal(plan.TargetTLSDir + "/" + caKey)))
+			g.Expect(cfg.TLSCert).To(HaveValue(Equal(plan.TargetTLSDir + "/" + cert)))
+			g.Expect(cfg.TLSKey).To(HaveValue(Equal(plan.TargetTLSDir + "/" + privateKey)))
 			g.Expect(cfg.Insecure).To(BeNil())
 		}
-	}).Should(Succeed())
+	}
+	g.Eventually(func(g Gomega) { targetsName(g, ca1) }).Should(Succeed())
 	material := func(g Gomega) map[string][]byte {
 		s := &corev1.Secret{}
 		g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gnmic-tls-target-tls"}, s)).To(Succeed())
 		return s.Data
 	}
-	g.Expect(material(g)).To(Equal(map[string][]byte{
-		ns + "_default_ca.crt": []byte("CA-1"), ns + "_default_tls.crt": []byte("CERT"), ns + "_default_tls.key": []byte("KEY")}))
+	g.Expect(material(g)).To(Equal(map[string][]byte{ca1: []byte("CA-1"), cert: []byte("CERT"), privateKey: []byte("KEY")}))
 	sts := &appsv1.StatefulSet{}
 	g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gnmic-tls"}, sts)).To(Succeed())
 	g.Expect(sts.Spec.Template.Spec.Containers[0].VolumeMounts).To(ContainElement(HaveField("MountPath", "/etc/gnmic/target-tls")))
@@ -88,7 +94,19 @@ func TestClusterTargetProfileTLSMaterial(t *testing.T) {
 	g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "device-ca"}, cm)).To(Succeed())
 	cm.Data["ca.crt"] = "CA-2"
 	g.Expect(env.Client.Update(ctx, cm)).To(Succeed())
-	g.Eventually(func(g Gomega) { g.Expect(material(g)).To(HaveKeyWithValue(ns+"_default_ca.crt", []byte("CA-2"))) }).Should(Succeed())
+	// The new file joins the Secret beside the old one, which the pushed targets still name.
+	g.Eventually(func(g Gomega) {
+		g.Expect(material(g)).To(And(HaveKeyWithValue(ca2, []byte("CA-2")), HaveKeyWithValue(ca1, []byte("CA-1"))))
+	}).Should(Succeed())
+	targetsName(g, ca1)
+	// Then the targets name the new file, the old one goes, and no target was held back on the way.
+	g.Eventually(func(g Gomega) {
+		targetsName(g, ca2)
+		g.Expect(material(g)).NotTo(HaveKey(ca1))
+	}).WithTimeout(targetTLSPropagation + time.Minute).Should(Succeed())
+	got := &gnmicv1alpha1.Cluster{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(c), got)).To(Succeed())
+	g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, gnmicv1alpha1.ClusterConditionTargetTLSReady)).To(BeTrue())
 }
 
 // Only the pods whose targets use the changed Secret are called: with one target on two pods, the empty pod's
@@ -164,7 +182,7 @@ func TestClusterHoldsBackTargetsUntilTheirTLSFilesAreInThePods(t *testing.T) {
 		targets := servers[0].Config().Targets
 		g.Expect(targets).To(HaveLen(2))
 		for _, cfg := range targets {
-			g.Expect(cfg.TLSCA).To(HaveValue(Equal("/etc/gnmic/target-tls/" + ns + "_default_ca.crt")))
+			g.Expect(cfg.TLSCA).To(HaveValue(Equal(plan.TargetTLSDir + "/" + plan.TargetTLSKey(ns, "default", plan.TargetTLSCA, []byte("CA-1")))))
 		}
 	}).WithTimeout(targetTLSPropagation + time.Minute).Should(Succeed())
 }

@@ -34,55 +34,130 @@ const DefaultTargetTLSPropagation = 2 * time.Minute
 // is recorded as 0: the collector pods are created after it, so they mount the file from the start.
 const targetTLSAddedAnnotation = "operator.gnmic.dev/target-tls-added"
 
+// targetTLSInUseAnnotation records, on the target-tls Secret, which keys the pushed target configs name for each
+// profile ("namespace/name" → file → key), so that after a rotation the old files stay until the new ones are in
+// the pods.
+const targetTLSInUseAnnotation = "operator.gnmic.dev/target-tls-in-use"
+
 // ensureTargetTLS gathers the CA bundles and client certificates of the namespace's TargetProfiles into the
-// Cluster's target-tls Secret, one key per file (plan.TargetTLSFile), which the collectors mount at
-// plan.TargetTLSDir: gNMIc takes these as file paths. The kubelet refreshes a mounted Secret in place, so a
-// rotated CA or client certificate reaches the collectors without a restart (used from their next dial).
+// Cluster's target-tls Secret, which the collectors mount at plan.TargetTLSDir: gNMIc takes these as file paths.
+// Each key carries a digest of its content (plan.TargetTLSKey), so a rotated CA bundle or client certificate is a
+// new file and a new path in the target configs: the collectors holding those targets get a changed target, and
+// reconnect with the new files, instead of using them only from their next dial.
 //
-// It returns the profiles whose files are not in the pods, with why: the object a file comes from is missing, or
-// the file was added less than TargetTLSPropagation ago. Their targets are left out of the push (a missing file
-// crashes the collector), and settle says when the earliest held-back file is due.
+// A new file is used only once the kubelet has had TargetTLSPropagation to write it into the pods (gNMIc crashes
+// applying a subscription to a target whose file is missing). Until then a rotated profile keeps the files it used
+// (kept in the Secret meanwhile), and a profile whose files are new is held back: its targets are left out of the
+// push. It returns the keys each profile's targets use, the held-back profiles with why, and when the earliest
+// waiting file is due.
 func (r *ClusterReconciler) ensureTargetTLS(ctx context.Context, c *gnmicv1alpha1.Cluster,
-	profiles map[ktypes.NamespacedName]*gnmicv1alpha1.TargetProfile) (map[ktypes.NamespacedName]string, time.Duration, error) {
-	data, needs, heldBack, err := r.gatherTargetTLS(ctx, profiles)
+	profiles map[ktypes.NamespacedName]*gnmicv1alpha1.TargetProfile) (plan.TargetTLSKeys, map[ktypes.NamespacedName]string, time.Duration, error) {
+	data, wanted, heldBack, err := r.gatherTargetTLS(ctx, profiles)
 	if err != nil {
-		return nil, 0, err
-	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: targetTLSSecretName(c)}}
-	now := time.Now().Unix()
-	var added map[string]int64
-	if err := r.createOrUpdate(ctx, c, secret, func() {
-		added = keysAdded(secret, data, now)
-		secret.Labels = podLabels(c)
-		secret.Type = corev1.SecretTypeOpaque
-		secret.Data = data
-		raw, _ := json.Marshal(added)
-		if secret.Annotations == nil {
-			secret.Annotations = map[string]string{}
-		}
-		secret.Annotations[targetTLSAddedAnnotation] = string(raw)
-	}); err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	propagation := r.TargetTLSPropagation
 	if propagation <= 0 {
 		propagation = DefaultTargetTLSPropagation
 	}
-	var settle time.Duration
-	for profile, files := range needs {
-		if _, missing := heldBack[profile]; missing {
-			continue
-		}
-		for _, f := range files {
-			if due := time.Duration(added[f]-now)*time.Second + propagation; added[f] != 0 && due > 0 {
-				heldBack[profile] = fmt.Sprintf("waiting up to %s for the kubelet to write %s into the collector pods", propagation, f)
-				if settle == 0 || due < settle {
-					settle = due
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: targetTLSSecretName(c)}}
+	now := time.Now().Unix()
+	var choice targetTLSChoice
+	if err := r.createOrUpdate(ctx, c, secret, func() {
+		previous := map[string]map[string]string{}
+		_ = json.Unmarshal([]byte(secret.Annotations[targetTLSInUseAnnotation]), &previous)
+		recorded := map[string]int64{}
+		_ = json.Unmarshal([]byte(secret.Annotations[targetTLSAddedAnnotation]), &recorded)
+		added := keysAdded(secret, data, now)
+		choice = chooseTargetTLS(wanted, previous, secret.Data, added, now, propagation)
+		// The old files a rotated profile still uses stay, with when they were added.
+		out := maps.Clone(data)
+		for _, files := range choice.inUse {
+			for _, key := range files {
+				if _, ok := out[key]; !ok {
+					out[key], added[key] = secret.Data[key], recorded[key]
 				}
 			}
 		}
+		secret.Labels = podLabels(c)
+		secret.Type = corev1.SecretTypeOpaque
+		secret.Data = out
+		if secret.Annotations == nil {
+			secret.Annotations = map[string]string{}
+		}
+		raw, _ := json.Marshal(added)
+		secret.Annotations[targetTLSAddedAnnotation] = string(raw)
+		inUse := map[string]map[string]string{}
+		for profile, files := range choice.inUse {
+			inUse[profile.String()] = files
+		}
+		raw, _ = json.Marshal(inUse)
+		secret.Annotations[targetTLSInUseAnnotation] = string(raw)
+	}); err != nil {
+		return nil, nil, 0, err
 	}
-	return heldBack, settle, nil
+	for profile, why := range choice.waiting {
+		heldBack[profile] = why
+	}
+	return choice.inUse, heldBack, choice.settle, nil
+}
+
+// targetTLSChoice is which files each profile's targets use.
+type targetTLSChoice struct {
+	inUse plan.TargetTLSKeys
+	// waiting are the profiles held back until their new files are in the pods, with why.
+	waiting map[ktypes.NamespacedName]string
+	// settle is when the earliest waiting file is due.
+	settle time.Duration
+}
+
+// chooseTargetTLS picks, per profile, the files its targets use: the wanted ones (the current content) once each
+// has been in the Secret for propagation, else the ones it used before (previous, "namespace/name" → file → key)
+// while they are still in the Secret (stored), else none (waiting). added is when each wanted key was added (0:
+// with the Secret, so in the pods from the start).
+func chooseTargetTLS(wanted plan.TargetTLSKeys, previous map[string]map[string]string, stored map[string][]byte,
+	added map[string]int64, now int64, propagation time.Duration) targetTLSChoice {
+	choice := targetTLSChoice{inUse: plan.TargetTLSKeys{}, waiting: map[ktypes.NamespacedName]string{}}
+	for profile, files := range wanted {
+		var late string
+		var due time.Duration
+		for _, file := range slices.Sorted(maps.Keys(files)) {
+			key := files[file]
+			if d := time.Duration(added[key]-now)*time.Second + propagation; added[key] != 0 && d > 0 {
+				late, due = key, max(due, d)
+			}
+		}
+		if late == "" {
+			choice.inUse[profile] = files
+			continue
+		}
+		if choice.settle == 0 || due < choice.settle {
+			choice.settle = due
+		}
+		if prev := previous[profile.String()]; usable(prev, files, stored) {
+			choice.inUse[profile] = prev
+			continue
+		}
+		choice.waiting[profile] = fmt.Sprintf("waiting up to %s for the kubelet to write %s into the collector pods", propagation, late)
+	}
+	return choice
+}
+
+// usable reports whether the files a profile used before cover every file it needs now and are all still stored.
+func usable(prev, needed map[string]string, stored map[string][]byte) bool {
+	if len(prev) == 0 {
+		return false
+	}
+	for file := range needed {
+		key, ok := prev[file]
+		if !ok {
+			return false
+		}
+		if _, ok := stored[key]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // keysAdded is the added-at record for data, carried over from the Secret as it is: a key the Secret already
@@ -108,11 +183,11 @@ func keysAdded(secret *corev1.Secret, data map[string][]byte, now int64) map[str
 	return added
 }
 
-// gatherTargetTLS reads the TLS material of every profile: the Secret's data, the keys each profile needs, and
-// the profiles whose material is missing, with why.
+// gatherTargetTLS reads the TLS material of every profile: the Secret data it makes (versioned key → PEM), the
+// keys each profile wants (file → key), and the profiles whose material is missing, with why.
 func (r *ClusterReconciler) gatherTargetTLS(ctx context.Context, profiles map[ktypes.NamespacedName]*gnmicv1alpha1.TargetProfile) (
-	data map[string][]byte, needs map[ktypes.NamespacedName][]string, heldBack map[ktypes.NamespacedName]string, err error) {
-	data, needs, heldBack = map[string][]byte{}, map[ktypes.NamespacedName][]string{}, map[ktypes.NamespacedName]string{}
+	data map[string][]byte, wanted plan.TargetTLSKeys, heldBack map[ktypes.NamespacedName]string, err error) {
+	data, wanted, heldBack = map[string][]byte{}, plan.TargetTLSKeys{}, map[ktypes.NamespacedName]string{}
 	keys := slices.SortedFunc(maps.Keys(profiles), func(a, b ktypes.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
 	for _, k := range keys {
 		p := profiles[k]
@@ -120,22 +195,18 @@ func (r *ClusterReconciler) gatherTargetTLS(ctx context.Context, profiles map[kt
 		if t == nil {
 			continue
 		}
+		files := map[string][]byte{}
 		if b := t.CABundle; b != nil {
 			pem, from, err := r.caBundle(ctx, p.Namespace, b)
 			if err != nil {
 				return nil, nil, nil, err
 			}
-			file := plan.TargetTLSFile(p.Namespace, p.Name, plan.TargetTLSCA)
-			needs[k] = append(needs[k], file)
 			if len(pem) == 0 {
 				heldBack[k] = "CA bundle " + from + " not found"
-			} else {
-				data[file] = pem
 			}
+			files[plan.TargetTLSCA] = pem
 		}
 		if ref := t.ClientCertRef; ref != nil {
-			cert, key := plan.TargetTLSFile(p.Namespace, p.Name, plan.TargetTLSCert), plan.TargetTLSFile(p.Namespace, p.Name, plan.TargetTLSPrivateKey)
-			needs[k] = append(needs[k], cert, key)
 			s := &corev1.Secret{}
 			err := r.APIReader.Get(ctx, ktypes.NamespacedName{Namespace: p.Namespace, Name: ref.Name}, s)
 			switch {
@@ -144,11 +215,19 @@ func (r *ClusterReconciler) gatherTargetTLS(ctx context.Context, profiles map[kt
 			case err != nil || len(s.Data[corev1.TLSCertKey]) == 0 || len(s.Data[corev1.TLSPrivateKeyKey]) == 0:
 				heldBack[k] = fmt.Sprintf("client certificate Secret/%s with %s and %s not found", ref.Name, corev1.TLSCertKey, corev1.TLSPrivateKeyKey)
 			default:
-				data[cert], data[key] = s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]
+				files[plan.TargetTLSCert], files[plan.TargetTLSPrivateKey] = s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]
 			}
 		}
+		if _, missing := heldBack[k]; missing || len(files) == 0 {
+			continue
+		}
+		wanted[k] = map[string]string{}
+		for file, pem := range files {
+			key := plan.TargetTLSKey(p.Namespace, p.Name, file, pem)
+			wanted[k][file], data[key] = key, pem
+		}
 	}
-	return data, needs, heldBack, nil
+	return data, wanted, heldBack, nil
 }
 
 // setTargetTLSCondition reports the held-back profiles in the Cluster's TargetTLSReady condition.

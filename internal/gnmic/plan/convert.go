@@ -20,8 +20,9 @@ const (
 	defaultRetryTimer = 2 * time.Second
 )
 
-// profileConfig maps a TargetProfile (and its credentials Secret, when present) onto gNMIc's target config.
-func profileConfig(p *gnmicv1alpha1.TargetProfile, creds map[ktypes.NamespacedName]map[string][]byte) types.TargetConfig {
+// profileConfig maps a TargetProfile (and its credentials Secret, when present) onto gNMIc's target config;
+// tlsKeys are the target-tls Secret keys of the profile's files (TargetTLSKeys).
+func profileConfig(p *gnmicv1alpha1.TargetProfile, creds map[ktypes.NamespacedName]map[string][]byte, tlsKeys map[string]string) types.TargetConfig {
 	cfg := types.TargetConfig{Timeout: defaultTimeout, RetryTimer: defaultRetryTimer}
 	if p == nil {
 		return cfg
@@ -52,10 +53,10 @@ func profileConfig(p *gnmicv1alpha1.TargetProfile, creds map[ktypes.NamespacedNa
 			cfg.SkipVerify = ptr(true)
 		}
 		if s.TLS.CABundle != nil {
-			cfg.TLSCA = targetTLSPath(p, TargetTLSCA)
+			cfg.TLSCA = targetTLSPath(p, tlsKeys, TargetTLSCA)
 		}
 		if s.TLS.ClientCertRef != nil {
-			cfg.TLSCert, cfg.TLSKey = targetTLSPath(p, TargetTLSCert), targetTLSPath(p, TargetTLSPrivateKey)
+			cfg.TLSCert, cfg.TLSKey = targetTLSPath(p, tlsKeys, TargetTLSCert), targetTLSPath(p, tlsKeys, TargetTLSPrivateKey)
 		}
 	}
 	if s.Encoding != "" {

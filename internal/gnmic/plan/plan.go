@@ -72,6 +72,9 @@ type Snapshot struct {
 	// matches are left out: gNMIc v0.47 crashes (nil pointer) when a subscription is applied to a target whose
 	// tls-ca, tls-cert or tls-key file does not exist.
 	HeldBack map[ktypes.NamespacedName]string
+	// TargetTLS are the target-tls Secret keys whose files the profiles' targets use (the versioned names of
+	// TargetTLSKey); a profile without an entry uses the unversioned TargetTLSFile names.
+	TargetTLS TargetTLSKeys
 }
 
 // ClientCertFiles are the paths of a certificate and its key inside the collector pods (gNMIc's tls-cert and
@@ -82,7 +85,11 @@ type ClientCertFiles struct {
 
 // targetConfig is profileConfig plus the Cluster's client certificate where the profile uses TLS without its own.
 func (s *Snapshot) targetConfig(p *gnmicv1alpha1.TargetProfile) types.TargetConfig {
-	cfg := profileConfig(p, s.Credentials)
+	var tlsKeys map[string]string
+	if p != nil {
+		tlsKeys = s.TargetTLS[ktypes.NamespacedName{Namespace: p.Namespace, Name: p.Name}]
+	}
+	cfg := profileConfig(p, s.Credentials, tlsKeys)
 	if f := s.ClientCert; f != nil && p != nil && p.Spec.TLS != nil && p.Spec.TLS.ClientCertRef == nil {
 		cfg.TLSCert, cfg.TLSKey = ptr(f.CertFile), ptr(f.KeyFile)
 	}

@@ -244,7 +244,7 @@ func TestProfileTLSAndKeepalive(t *testing.T) {
 		TCPKeepAlive:  &metav1.Duration{Duration: time.Minute},
 		GRPCKeepAlive: &v1.GRPCKeepAlive{Time: &metav1.Duration{Duration: 30 * time.Second}, PermitWithoutStream: true},
 	}}
-	cfg := profileConfig(p, map[ktypes.NamespacedName]map[string][]byte{{Namespace: "lab", Name: "tok"}: {"token": []byte("t0k")}})
+	cfg := profileConfig(p, map[ktypes.NamespacedName]map[string][]byte{{Namespace: "lab", Name: "tok"}: {"token": []byte("t0k")}}, nil)
 	g.Expect(cfg.Insecure).To(BeNil())
 	g.Expect(cfg.TLSServerName).To(Equal("r1.lab"))
 	g.Expect(cfg.TLSMinVersion).To(Equal("1.2"))

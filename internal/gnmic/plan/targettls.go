@@ -1,6 +1,13 @@
 package plan
 
-import gnmicv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+
+	ktypes "k8s.io/apimachinery/pkg/types"
+
+	gnmicv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
+)
 
 // TargetTLSDir is where the collectors find the CA bundles and client certificates of TargetProfiles: gNMIc's
 // target tls-ca, tls-cert and tls-key are file paths, so the operator gathers the PEMs into one Secret per Cluster
@@ -14,13 +21,32 @@ const (
 	TargetTLSPrivateKey = "tls.key"
 )
 
-// TargetTLSFile is the key (and file name) of one PEM of a profile: namespace and name cannot contain "_", so keys
-// of different profiles never collide.
+// TargetTLSFile is the key (and file name) of one PEM of a profile when the snapshot names no versioned key
+// (TargetTLSKey) for it: namespace and name cannot contain "_", so keys of different profiles never collide.
 func TargetTLSFile(namespace, profile, file string) string {
 	return namespace + "_" + profile + "_" + file
 }
 
-func targetTLSPath(p *gnmicv1alpha1.TargetProfile, file string) *string {
-	path := TargetTLSDir + "/" + TargetTLSFile(p.Namespace, p.Name, file)
+// TargetTLSKey is the key (and file name) of one PEM of a profile with a digest of its content in the name: new
+// content is a new file, and so a new path in the target's config. gNMIc reads these files only when it dials a
+// device, so a rotated CA bundle or client certificate under the same path would wait for the next reconnect; a
+// changed path is a changed target, which the collector re-applies with the new files.
+func TargetTLSKey(namespace, profile, file string, pem []byte) string {
+	sum := sha256.Sum256(pem)
+	return namespace + "_" + profile + "_" + hex.EncodeToString(sum[:6]) + "_" + file
+}
+
+// TargetTLSKeys are the keys of the target-tls Secret the collectors use for each profile: profile → file
+// (TargetTLSCA, TargetTLSCert, TargetTLSPrivateKey) → key.
+type TargetTLSKeys map[ktypes.NamespacedName]map[string]string
+
+// targetTLSPath is the path of one of the profile's files in the pods: the key the snapshot chose, else the
+// unversioned name.
+func targetTLSPath(p *gnmicv1alpha1.TargetProfile, keys map[string]string, file string) *string {
+	key, ok := keys[file]
+	if !ok {
+		key = TargetTLSFile(p.Namespace, p.Name, file)
+	}
+	path := TargetTLSDir + "/" + key
 	return &path
 }
