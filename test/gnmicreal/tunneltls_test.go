@@ -3,6 +3,7 @@ package gnmicreal
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -28,27 +29,54 @@ import (
 // collector mode; its --use-tunnel-server flag starts the same tunnel server the collector starts from config.)
 func TestRealGNMIcServesTheTunnelWithTheOperatorsCertificate(t *testing.T) {
 	g := NewWithT(t)
-	bin := gnmicBinary(t)
 	restPort, tunnelPort := freePort(t), freePort(t)
 	c := &v1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: "core"}, Spec: v1.ClusterSpec{
 		Image: "ghcr.io/openconfig/gnmic:0.47.0", API: &v1.ClusterAPI{RestPort: int32(restPort)},
 		GRPCTunnel: &v1.GRPCTunnel{Port: int32(tunnelPort), TLS: &v1.ClusterTLS{}}}}
+	name := "gnmic-core-tunnel.lab.svc"
+	gnmic := startWithCertificate(t, c, "/etc/gnmic/tunnel-tls", name, "--use-tunnel-server")
+
+	g.Eventually(func(g Gomega) {
+		conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", tunnelPort),
+			&tls.Config{RootCAs: gnmic.pool, ServerName: name, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}})
+		g.Expect(err).NotTo(HaveOccurred())
+		defer func() { _ = conn.Close() }()
+		peer := conn.ConnectionState().PeerCertificates
+		g.Expect(peer).NotTo(BeEmpty())
+		g.Expect(certs.Fingerprint(pemOf(peer[0].Raw))).To(Equal(certs.Fingerprint(gnmic.serving.CertPEM)))
+	}).WithTimeout(30*time.Second).Should(Succeed(), "gNMIc log:\n%s", gnmic.logs)
+}
+
+// gnmicWithCertificate is a real gNMIc started from a Cluster's base configuration with a certificate the test
+// issued where the Cluster's pods mount it.
+type gnmicWithCertificate struct {
+	caPEM   []byte
+	serving certs.Pair
+	pool    *x509.CertPool
+	logs    *syncBuffer
+}
+
+// startWithCertificate writes c's base configuration (gnmiccontrollers.BaseConfig) with mountPath — where the pods
+// mount a certificate Secret — moved to a temporary directory holding tls.crt/tls.key issued for name by a new CA,
+// adds the operator's target for a fake device (gNMIc v0.37's subscribe wants one) and starts gNMIc subscribe
+// with args until the test ends.
+func startWithCertificate(t *testing.T, c *v1.Cluster, mountPath, name string, args ...string) *gnmicWithCertificate {
+	t.Helper()
+	g := NewWithT(t)
+	bin := gnmicBinary(t)
 	base, err := gnmiccontrollers.BaseConfig(c)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(base).To(ContainSubstring("/etc/gnmic/tunnel-tls/tls.crt"))
-	// The pods mount the certificate at /etc/gnmic/tunnel-tls; here it lives in a temporary directory.
+	g.Expect(base).To(ContainSubstring(mountPath + "/tls.crt"))
 	dir := t.TempDir()
-	base = strings.ReplaceAll(base, "/etc/gnmic/tunnel-tls", dir)
+	base = strings.ReplaceAll(base, mountPath, dir)
 	now := time.Now()
-	ca, err := certs.NewCA("lab/core collectors", now)
+	ca, err := certs.NewCA(c.Namespace+"/"+c.Name+" collectors", now)
 	g.Expect(err).NotTo(HaveOccurred())
-	name := "gnmic-core-tunnel.lab.svc"
-	serving, err := certs.IssueServing(ca, []string{name, name + ".cluster.local"}, now)
+	serving, err := certs.IssueServing(ca, []string{name}, now)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(os.WriteFile(filepath.Join(dir, "tls.crt"), serving.CertPEM, 0o600)).To(Succeed())
 	g.Expect(os.WriteFile(filepath.Join(dir, "tls.key"), serving.KeyPEM, 0o600)).To(Succeed())
 
-	// gNMIc v0.37's subscribe wants one target in its file: the operator's, for a fake device.
 	_, addr1 := fakeDevice(t, "r1")
 	_, addr2 := fakeDevice(t, "r2")
 	body, _, err := plan.Encode(operatorPlan(addr1, addr2).ForPod([]string{"lab/r1"}))
@@ -64,24 +92,14 @@ func TestRealGNMIcServesTheTunnelWithTheOperatorsCertificate(t *testing.T) {
 	g.Expect(os.WriteFile(cfgFile, data, 0o600)).To(Succeed())
 
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	logs := &syncBuffer{}
-	cmd := exec.CommandContext(ctx, bin, "--config", cfgFile, "subscribe", "--use-tunnel-server")
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--config", cfgFile, "subscribe"}, args...)...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	g.Expect(cmd.Start()).To(Succeed())
-	defer func() { cancel(); _ = cmd.Wait() }()
-
+	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
 	pool, err := certs.Pool(ca.CertPEM)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Eventually(func(g Gomega) {
-		conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", tunnelPort),
-			&tls.Config{RootCAs: pool, ServerName: name, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}})
-		g.Expect(err).NotTo(HaveOccurred())
-		defer func() { _ = conn.Close() }()
-		peer := conn.ConnectionState().PeerCertificates
-		g.Expect(peer).NotTo(BeEmpty())
-		g.Expect(certs.Fingerprint(pemOf(peer[0].Raw))).To(Equal(certs.Fingerprint(serving.CertPEM)))
-	}).WithTimeout(30*time.Second).Should(Succeed(), "gNMIc log:\n%s", logs)
+	return &gnmicWithCertificate{caPEM: ca.CertPEM, serving: serving, pool: pool, logs: logs}
 }
 
 func pemOf(der []byte) []byte {
