@@ -17,7 +17,8 @@ import (
 
 // spec.timeout bounds fetching only: an inventory that uses most of a 1s timeout to answer still gets its 300
 // Targets written, because the writes have a budget of their own derived from the client QPS. When the timeout
-// bounded the whole run, the writes were left a tenth of a second and the run failed with ApplyFailed.
+// bounded the whole run, the writes were left a tenth of a second and the run failed (ApplyFailed, or
+// PartialFailure when some writes fit in it).
 func TestTargetSourceTimeoutBoundsFetchOnly(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()

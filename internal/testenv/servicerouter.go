@@ -14,6 +14,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -27,8 +29,9 @@ func (s ServicePort) String() string { return fmt.Sprintf("%s.%s.svc:%d", s.Name
 
 // ServiceRouter lets the API server reach Services whose pods are simulated. kube-apiserver sends its "cluster"
 // egress (webhook calls, aggregated APIs, the service proxy) through this HTTP CONNECT proxy
-// (--egress-selector-config-file); the proxy maps the Service ClusterIP:port the API server resolved to the local
-// listener a test registered with Route. EndpointSlices cannot hold loopback addresses, so this is the one place
+// (--egress-selector-config-file); the proxy maps the Service ClusterIP:port the API server resolved (or, for the
+// service proxy, the ready endpoint of a simulated pod it picked) to the local listener a test registered with
+// Route. EndpointSlices cannot hold loopback addresses, so this is the one place
 // where a Service of the simulated cluster meets a local process. Loopback destinations (envtest's URL-configured
 // webhooks) pass through unchanged; anything else is refused with 502 naming the destination.
 type ServiceRouter struct {
@@ -154,7 +157,7 @@ func (r *ServiceRouter) lookup(target string) (string, bool) {
 	return local, ok
 }
 
-// refresh rebuilds the ClusterIP index from the API server (on a miss only: connections are long-lived).
+// refresh rebuilds the ClusterIP and endpoint index from the API server (on a miss only: connections are long-lived).
 func (r *ServiceRouter) refresh(ctx context.Context) error {
 	r.mu.Lock()
 	reader := r.reader
@@ -174,6 +177,32 @@ func (r *ServiceRouter) refresh(ctx context.Context) error {
 			}
 			for _, p := range s.Spec.Ports {
 				byIP[net.JoinHostPort(ip, strconv.Itoa(int(p.Port)))] = ServicePort{s.Namespace, s.Name, p.Port}
+			}
+		}
+	}
+	// The API server's service proxy (services/{name}:{port}/proxy) dials a ready endpoint, not the ClusterIP: the
+	// addresses of the simulated pods, by the port name the Service and its EndpointSlices share.
+	servicePorts := map[string]ServicePort{} // namespace/service/port name → Service port
+	for _, s := range services.Items {
+		for _, p := range s.Spec.Ports {
+			servicePorts[s.Namespace+"/"+s.Name+"/"+p.Name] = ServicePort{s.Namespace, s.Name, p.Port}
+		}
+	}
+	var slices discoveryv1.EndpointSliceList
+	if err := reader.List(ctx, &slices); err != nil {
+		return err
+	}
+	for _, slice := range slices.Items {
+		service := slice.Labels[discoveryv1.LabelServiceName]
+		for _, p := range slice.Ports {
+			svc, ok := servicePorts[slice.Namespace+"/"+service+"/"+ptr.Deref(p.Name, "")]
+			if !ok || p.Port == nil {
+				continue
+			}
+			for _, e := range slice.Endpoints {
+				for _, addr := range e.Addresses {
+					byIP[net.JoinHostPort(addr, strconv.Itoa(int(*p.Port)))] = svc
+				}
 			}
 		}
 	}

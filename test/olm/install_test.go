@@ -35,6 +35,7 @@ func TestInstallFromCatalogAndRunAsInstalled(t *testing.T) {
 	sub, catalog := installFromCatalog(t, opm)
 	assertInstalled(t, sub)
 	m := runAsInstalled(t)
+	refreshThroughItsService(t, m)
 	upgradeThroughCatalog(t, opm, catalog, sub, m)
 }
 

@@ -66,6 +66,9 @@ type Manager struct {
 	Prometheus *PrometheusTap
 	// Process is the running manager.
 	Process *testenv.Process
+	// apiAddr is where the running manager serves the TargetSource refresh API (its --api-bind-address, made
+	// local).
+	apiAddr string
 }
 
 // Run starts the manager as installed (Start), applies the samples, waits for their steady state and checks the
@@ -165,13 +168,14 @@ func (m *Manager) start(t *testing.T, name string) {
 	}
 	m.env.Cluster.Router.Route(testenv.ServicePort{Namespace: m.in.Namespace, Name: m.in.WebhookService, Port: 443},
 		fmt.Sprintf("127.0.0.1:%d", ports[0]))
+	m.apiAddr = fmt.Sprintf("127.0.0.1:%d", ports[4])
 	args = overrideArgs(args, map[string]string{
 		"webhook-port":              strconv.Itoa(ports[0]),
 		"webhook-cert-dir":          certDir,
 		"metrics-bind-address":      fmt.Sprintf("127.0.0.1:%d", ports[1]),
 		"health-probe-bind-address": fmt.Sprintf("127.0.0.1:%d", ports[2]),
 		"registry-bind-address":     fmt.Sprintf("127.0.0.1:%d", ports[3]),
-		"api-bind-address":          fmt.Sprintf("127.0.0.1:%d", ports[4]),
+		"api-bind-address":          m.apiAddr,
 		// In a pod, controller-runtime reads the namespace from the mounted ServiceAccount; a local process is told.
 		"leader-election-namespace": m.in.Namespace,
 	})
