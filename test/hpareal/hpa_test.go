@@ -8,6 +8,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -34,7 +35,8 @@ type scaledAgent struct {
 // TestDesiredReplicasFollowTotalLoad: for each scaling metric the HPA asks for ceil(total load ÷ per-pod target)
 // pods, the total being the sum over the pods reporting — with 1, 5 and 10 pods. A GPU agent whose pods run at
 // 90 % against a 70 % target needs 2, 7 and 13 pods (not 2 whatever its size, which averaging the metric would
-// give); a queue agent whose pods hold 8 requests each against a target of 5 needs 2, 8 and 16.
+// give); a queue agent whose pods hold 8 requests each against a target of 5 needs 2, 8 and 16. Each answer is
+// then carried out on the cluster: the Deployment runs that many Available (simulated) pods.
 func TestDesiredReplicasFollowTotalLoad(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -91,6 +93,18 @@ func TestDesiredReplicasFollowTotalLoad(t *testing.T) {
 				g.Expect(hpa.Status.DesiredReplicas).To(Equal(want), "%s with %d pods at %v against %d; metrics %s",
 					a.name, pods, a.perPod, a.target, describeMetrics(hpa))
 			}).WithTimeout(90*time.Second).WithPolling(time.Second).Should(Succeed(), "%s with %d pods", a.name, pods)
+			// And the scale is carried out: the HPA controller resizes the Deployment, the Deployment and
+			// ReplicaSet controllers make the pods, the scheduler and the simulated kubelet run them, and the
+			// operator reports them.
+			g.Eventually(func(g Gomega) {
+				key := client.ObjectKey{Namespace: ns.Name, Name: a.name}
+				dep := &appsv1.Deployment{}
+				g.Expect(env.Client.Get(ctx, key, dep)).To(Succeed())
+				g.Expect(dep.Status.AvailableReplicas).To(Equal(want), "%s: Deployment available replicas", a.name)
+				ad := &agentraxv1alpha1.AgentDeployment{}
+				g.Expect(env.Client.Get(ctx, key, ad)).To(Succeed())
+				g.Expect(ad.Status.CurrentReplicas).To(Equal(want), "%s: the agent's current replicas", a.name)
+			}).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(Succeed(), "%s scaled to %d", a.name, want)
 		}
 	}
 }
