@@ -2,6 +2,7 @@ package bundle
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -150,13 +151,20 @@ func TestBundleImageMetadata(t *testing.T) {
 		"olm-status-descriptors-test"))
 }
 
-// TestFileBasedCatalog: catalog/ holds the package, its default channel with this bundle, and the bundle with the
-// GVKs the CSV owns.
+// TestFileBasedCatalog: catalog/ holds the package, its default channel with this bundle and every frozen release,
+// the bundle with the GVKs the CSV owns, and the releases' bundles.
 func TestFileBasedCatalog(t *testing.T) {
 	g := NewWithT(t)
 	c := csv(t)
 	a := annotations(t)
 	var pkgs, channels, bundles int
+	// Frozen releases' bundles are in the catalog too, each named <package>.v<version> after its file.
+	frozen, err := filepath.Glob(repoPath("config", "catalog", "releases", "*.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	var released []any
+	for _, f := range frozen {
+		released = append(released, packageName+".v"+strings.TrimSuffix(filepath.Base(f), ".yaml"))
+	}
 	for _, obj := range documents(t, repoPath("catalog", packageName, "index.yaml")) {
 		switch obj.Object["schema"] {
 		case "olm.package":
@@ -169,9 +177,16 @@ func TestFileBasedCatalog(t *testing.T) {
 			g.Expect(obj.Object["package"]).To(Equal(packageName))
 			g.Expect(strings.Split(a["operators.operatorframework.io.bundle.channels.v1"], ",")).To(ContainElement(obj.Object["name"]))
 			g.Expect(obj.Object["entries"]).To(ContainElement(HaveKeyWithValue("name", c.Name)))
+			for _, r := range released {
+				g.Expect(obj.Object["entries"]).To(ContainElement(HaveKeyWithValue("name", r)), "every release stays in the channel")
+			}
 		case "olm.bundle":
+			if obj.Object["name"] != c.Name {
+				// A frozen release (config/catalog/releases), kept as it was rendered.
+				g.Expect(released).To(ContainElement(obj.Object["name"]), "a bundle that is neither this one nor a release")
+				continue
+			}
 			bundles++
-			g.Expect(obj.Object["name"]).To(Equal(c.Name))
 			g.Expect(obj.Object["package"]).To(Equal(packageName))
 			g.Expect(obj.Object["image"]).To(MatchRegexp(`^ghcr\.io/quartet-dev/quartet-operator-bundle:v` + regexp.QuoteMeta(c.Spec.Version.String()) + `$`))
 			var gvks []string
