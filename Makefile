@@ -258,12 +258,13 @@ catalog-push: ## Push the catalog image.
 tools: $(CONTROLLER_GEN) $(KUSTOMIZE) $(OPERATOR_SDK) $(SCORECARD_TEST) $(OPM) $(GOLANGCI_LINT) $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) ## Build every tool.
 
 # go-install-tool builds $(2)@$(3) into the cache as $(1)-$(3) unless it is there, then links bin/$(1)-$(3) and
-# bin/$(1) to it.
+# bin/$(1) to it. Each build stages in a directory of its own and ends in a rename, so checkouts (worktrees) sharing
+# the cache can build the same tool at once.
 define go-install-tool
 @[ -x "$(TOOLS_DIR)/$(1)-$(3)" ] || { \
-	echo "building $(2)@$(3)"; rm -rf "$(TOOLS_DIR)/.gobin-$(1)"; \
-	GOBIN="$(TOOLS_DIR)/.gobin-$(1)" CGO_ENABLED=0 go install -trimpath $(2)@$(3) && \
-	mv "$(TOOLS_DIR)/.gobin-$(1)/$(1)" "$(TOOLS_DIR)/$(1)-$(3)" && rm -rf "$(TOOLS_DIR)/.gobin-$(1)"; }
+	echo "building $(2)@$(3)"; mkdir -p "$(TOOLS_DIR)"; gobin=$$(mktemp -d "$(TOOLS_DIR)/.gobin-$(1).XXXXXX"); \
+	GOBIN="$$gobin" CGO_ENABLED=0 go install -trimpath $(2)@$(3) && mv "$$gobin/$(1)" "$(TOOLS_DIR)/$(1)-$(3)"; \
+	rc=$$?; rm -rf "$$gobin"; exit $$rc; }
 @mkdir -p $(LOCALBIN) && ln -sf "$(TOOLS_DIR)/$(1)-$(3)" "$(LOCALBIN)/$(1)-$(3)" && ln -sf "$(1)-$(3)" "$(LOCALBIN)/$(1)"
 endef
 
