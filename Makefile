@@ -184,8 +184,8 @@ $(CERT_MANAGER_CRDS_DIR)/.done: $(CONTROLLER_GEN)
 	@touch $@
 
 .PHONY: dev
-dev: manifests envtest ## Run a local control plane with the operator and samples; Ctrl-C tears it down.
-	go run ./hack/dev
+dev: manifests envtest ## Run a local control plane with the operator and samples; Ctrl-C tears it down (DEV_ARGS=--exit-when-converged: exit once the samples converged).
+	go run ./hack/dev $(DEV_ARGS)
 
 ##@ Build
 

@@ -14,20 +14,19 @@ import (
 	"github.com/quartet-dev/quartet-operator/internal/testenv/devstack"
 )
 
-// devRegistry runs the agentrax MCP registry on a fixed loopback port. No pod runs in `make dev`, so the
-// connections to every agent's Service go to loopback on the same port (devAgentDialEntries): an MCP server
-// started locally on spec.port is what the registry discovers, under the agent's in-cluster URL.
-type devRegistry struct{ token string }
-
-const devRegistryAddr = "127.0.0.1:9090"
+// devRegistry runs the agentrax MCP registry on a loopback address (127.0.0.1:9090 unless
+// QUARTET_DEV_REGISTRY_ADDR says otherwise). No pod runs in `make dev`, so the connections to every agent's Service
+// go to loopback on the same port (devAgentDialEntries): an MCP server started locally on spec.port is what the
+// registry discovers, under the agent's in-cluster URL.
+type devRegistry struct{ addr, token string }
 
 // devAgentDialEntries send every <service>.<namespace>.svc:<port> to 127.0.0.1:<port> (QUARTET_DEV_DIAL_MAP).
 const devAgentDialEntries = "*.svc:*=127.0.0.1"
 
-func newDevRegistry() *devRegistry { return &devRegistry{token: rand.Text()} }
+func newDevRegistry(addr string) *devRegistry { return &devRegistry{addr: addr, token: rand.Text()} }
 
 func (d *devRegistry) managerOptions(o *manager.Options) {
-	o.RegistryBindAddress = devRegistryAddr
+	o.RegistryBindAddress = d.addr
 	o.RegistryTokenSecret = "default/agentrax-registry-token"
 }
 
@@ -47,7 +46,7 @@ func (d *devRegistry) help() string {
   curl -s 'http://%[1]s/v0.1/servers?limit=10'
   curl -s -X POST http://%[1]s/agents -H 'Authorization: Bearer %[2]s' \
     -d '{"namespace":"default","name":"demo","endpoint":"http://127.0.0.1:8080/mcp","tools":["search"]}'
-`, devRegistryAddr, d.token)
+`, d.addr, d.token)
 }
 
 // devDialMap is the one map of in-cluster peer addresses to local processes the manager of `make dev` dials

@@ -4,31 +4,189 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
 )
 
-var env *testenv.Env
+// TestMakeDevConverges runs what `go run ./hack/dev --exit-when-converged` runs — the cluster-grade control plane,
+// every local peer, the manager with every controller, config/samples and the gitops demo — in a temporary
+// directory on free ports, and checks what `make dev` promises: every sample converges through the real
+// controllers, the pods they made run on the simulated nodes, re-applying the samples changes nothing, and
+// stopping leaves no process behind.
+func TestMakeDevConverges(t *testing.T) {
+	g := NewWithT(t)
+	// Bounds the whole run: the control plane's start (2m at most) plus the convergence deadline, with room to check.
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	t.Cleanup(func() { expectNoChildProcesses(t) })
 
-// The samples `make dev` applies run through every webhook with every controller enabled, as in `make dev`.
-func TestMain(m *testing.M) {
-	os.Exit(testenv.Main(m, &env, testenv.Options{Controllers: testenv.AllControllers()}))
+	checked := false
+	err := run(ctx, devConfig{
+		Dir:       dir,
+		FleetAddr: "127.0.0.1:0", FleetSourceAddr: "127.0.0.1:0", RegistryAddr: "127.0.0.1:0",
+		Collectors:        true,
+		ConvergeTimeout:   convergeTimeout,
+		ExitWhenConverged: true,
+		Out:               t.Output(), Err: t.Output(),
+		Converged: func(ctx context.Context, s *devStack) {
+			g.Expect(s.kubeconfig).To(Equal(filepath.Join(dir, "kubeconfig")))
+			g.Expect(s.kubeconfig).To(BeAnExistingFile())
+			expectSamplePodsRunOnSimulatedNodes(ctx, t, s.env.Client)
+			expectReapplyingSamplesIsANoOp(ctx, t, s)
+			checked = true
+		},
+	})
+	g.Expect(err).NotTo(HaveOccurred(), "every sample converges within the deadline")
+	g.Expect(checked).To(BeTrue(), "the converged stack was checked before it stopped")
 }
 
-func TestEverySampleIsAdmitted(t *testing.T) {
+// With --exit-when-converged a run whose samples do not converge in time fails, naming each of them, and still
+// stops everything. No time at all is given, so none converges.
+func TestMakeDevNamesWhatDidNotConverge(t *testing.T) {
 	g := NewWithT(t)
-	dir := filepath.Join(testenv.RepoRoot(), "config", "samples")
-	applied, err := testenv.ApplySamples(context.Background(), env.Client, dir, "default", "make-dev")
-	g.Expect(err).NotTo(HaveOccurred())
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(applied).To(BeNumerically(">=", len(files)-1), "every sample file listed in kustomization.yaml is applied")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	t.Cleanup(func() { expectNoChildProcesses(t) })
+	err := run(ctx, devConfig{
+		Dir:       t.TempDir(),
+		FleetAddr: "127.0.0.1:0", FleetSourceAddr: "127.0.0.1:0", RegistryAddr: "127.0.0.1:0",
+		ConvergeTimeout:   time.Nanosecond,
+		ExitWhenConverged: true,
+		Out:               t.Output(), Err: t.Output(),
+		Converged: func(context.Context, *devStack) { t.Error("called although nothing converged") },
+	})
+	g.Expect(err).To(MatchError(ContainSubstring("not converged after 1ns")))
+	g.Expect(err).To(MatchError(ContainSubstring("gNMIc Cluster core Ready")))
+	g.Expect(err).To(MatchError(ContainSubstring("gitops Platform main Ready")))
+}
 
-	// Applying again is a no-op for the API server, as `make dev` restarts rely on.
-	again, err := testenv.ApplySamples(context.Background(), env.Client, dir, "default", "make-dev")
+// expectSamplePodsRunOnSimulatedNodes: the workloads the samples made (the gNMIc collectors' StatefulSet, the
+// agent's and the gitops stages' Deployments) have pods, each scheduled on a kwok node, Running and Ready. The
+// control plane runs nothing of its own, so every pod in the cluster is one of theirs.
+func expectSamplePodsRunOnSimulatedNodes(ctx context.Context, t *testing.T, c client.Client) {
+	g := NewWithT(t)
+	g.Eventually(func(g Gomega) {
+		var pods corev1.PodList
+		g.Expect(c.List(ctx, &pods)).To(Succeed())
+		g.Expect(pods.Items).NotTo(BeEmpty())
+		var names []string
+		for _, p := range pods.Items {
+			name := p.Namespace + "/" + p.Name
+			names = append(names, name)
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), name)
+			g.Expect(podReady(&p)).To(BeTrue(), name+" is Ready")
+			var node corev1.Node
+			g.Expect(c.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, &node)).To(Succeed(), name+" is scheduled")
+			g.Expect(node.Annotations).To(HaveKeyWithValue(testenv.SimulatedNodeAnnotation, "fake"),
+				name+" runs on a simulated node")
+		}
+		// The collectors of the sample Cluster "core", the sample agent's replicas and the gitops Platform's stages.
+		for _, workload := range []string{"default/gnmic-core-", "default/my-agent-", "default/katastroma-source-",
+			"default/katastroma-pharos-"} {
+			g.Expect(names).To(ContainElement(HavePrefix(workload)), "a pod of %s*", workload)
+		}
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// expectReapplyingSamplesIsANoOp: applying config/samples again, as a second `make dev` against the same objects
+// would, applies as many objects and changes no sample's spec (its generation stays).
+func expectReapplyingSamplesIsANoOp(ctx context.Context, t *testing.T, s *devStack) {
+	g := NewWithT(t)
+	files := sampleFiles(t)
+	g.Expect(s.applied).To(BeNumerically(">=", len(files)), "every sample file listed in kustomization.yaml is applied")
+	before := sampleGenerations(ctx, t, s.env.Client, files)
+	again, err := testenv.ApplySamples(ctx, s.env.Client, samplesDir(), "default", "make-dev")
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(again).To(Equal(applied))
+	g.Expect(again).To(Equal(s.applied))
+	g.Expect(sampleGenerations(ctx, t, s.env.Client, files)).To(Equal(before))
+}
+
+// sampleFiles are the files config/samples/kustomization.yaml lists.
+func sampleFiles(t *testing.T) []string {
+	data, err := os.ReadFile(filepath.Join(samplesDir(), "kustomization.yaml"))
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	var k struct {
+		Resources []string `json:"resources"`
+	}
+	NewWithT(t).Expect(yaml.Unmarshal(data, &k)).To(Succeed())
+	files := make([]string, 0, len(k.Resources))
+	for _, r := range k.Resources {
+		files = append(files, filepath.Join(samplesDir(), r))
+	}
+	return files
+}
+
+// sampleGenerations maps every sample object (kind/namespace/name) to its metadata.generation in the cluster.
+func sampleGenerations(ctx context.Context, t *testing.T, c client.Client, files []string) map[string]int64 {
+	g := NewWithT(t)
+	generations := map[string]int64{}
+	for _, file := range files {
+		objs, err := testenv.ReadObjects(file)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, u := range objs {
+			namespaced, err := c.IsObjectNamespaced(u)
+			g.Expect(err).NotTo(HaveOccurred())
+			if namespaced && u.GetNamespace() == "" {
+				u.SetNamespace("default")
+			}
+			live := &unstructured.Unstructured{}
+			live.SetGroupVersionKind(u.GroupVersionKind())
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(u), live)).To(Succeed())
+			generations[u.GetKind()+" "+u.GetNamespace()+"/"+u.GetName()] = live.GetGeneration()
+		}
+	}
+	return generations
+}
+
+// expectNoChildProcesses: the control plane, the gitops git daemon and everything else run started are gone once
+// it returned (processes are waited for, so none lingers even as a zombie).
+func expectNoChildProcesses(t *testing.T) {
+	NewWithT(t).Eventually(childProcesses).WithTimeout(30*time.Second).Should(BeEmpty(),
+		"processes this test started are still running")
+}
+
+// childProcesses lists "pid command" of every process whose parent is this one.
+func childProcesses() ([]string, error) {
+	self := strconv.Itoa(os.Getpid())
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		return nil, err
+	}
+	var children []string
+	for _, stat := range stats {
+		data, err := os.ReadFile(stat)
+		if err != nil {
+			continue // the process ended meanwhile
+		}
+		// pid (comm) state ppid …; comm may hold spaces, so split after its closing parenthesis.
+		end := strings.LastIndexByte(string(data), ')')
+		if end < 0 {
+			continue
+		}
+		fields := strings.Fields(string(data[end+1:]))
+		if len(fields) >= 2 && fields[1] == self {
+			children = append(children, strings.TrimSpace(string(data[:end+1])))
+		}
+	}
+	return children, nil
 }

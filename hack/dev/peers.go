@@ -33,3 +33,29 @@ func collectorsHelp(d *devstack.Collectors) string {
 	}
 	return b.String()
 }
+
+// help is what `make dev` prints once the samples converged: how to reach the control plane and every local peer.
+func (s *devStack) help() string {
+	return s.gitopsInfo + collectorsHelp(s.collectors) + fmt.Sprintf(`
+make dev: the operator is running with every controller and webhook (%d samples applied).
+
+  export KUBECONFIG=%s
+  bin/k8s/kubectl get targets,targetprofiles,targetsources -A
+  bin/k8s/kubectl get tenantquotas,agentdeployments,deployments,services,hpa,podmonitors
+  bin/k8s/kubectl get tenants,platforms -A   # gitops: the team-demo Tenant and the Platform's stages
+  bin/k8s/kubectl get nodes,pods -A          # simulated nodes (kwok) and the pods the real controllers made
+
+Try a bad object (the webhook rejects it and names the field):
+
+  bin/k8s/kubectl apply -f - <<'EOF'
+  apiVersion: operator.gnmic.dev/v1alpha1
+  kind: Target
+  metadata: {name: bad}
+  spec: {address: router1, profile: default}
+  EOF
+
+%s
+%s
+Ctrl-C stops everything.
+`, s.applied, s.kubeconfig, fleetHelp(s.fleet), s.registry.help())
+}

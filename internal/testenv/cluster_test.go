@@ -36,7 +36,7 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Main(m, &env, testenv.Options{Cluster: &testenv.ClusterOptions{}}))
+	os.Exit(testenv.Main(m, &env, testenv.Options{Cluster: &testenv.ClusterOptions{ExtraStages: []byte(crashLoopStage)}}))
 }
 
 func namespace(t *testing.T) string {
