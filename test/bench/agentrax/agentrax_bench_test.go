@@ -182,7 +182,7 @@ func BenchmarkAgentrax500(b *testing.B) {
 		fmt.Printf("%-52s %14s\n", "concurrent create p50 / p99", ms(quantile(createLat, .5))+" / "+ms(quantile(createLat, .99)))
 		fmt.Printf("quiet-window writes by kind: %s; after the quota change: %s\n", describe(quiet), describe(resync))
 		closed.print(fmt.Sprintf("back to back: %d rounds, each request waiting for the previous one", probes), agents)
-		paced.print(fmt.Sprintf("paced: %d rounds, one round (5 requests, 1 new agent) every %s", probes, probeInterval), agents)
+		paced.print(fmt.Sprintf("paced: %d rounds, one round (6 requests, 1 new agent) every %s", probes, probeInterval), agents)
 		closedHook, closedCAS := closed.p99s()
 		pacedHook, pacedCAS := paced.p99s()
 		b.ReportMetric(float64(closedHook.Microseconds())/1000, "ms-validating-create-p99")
