@@ -206,7 +206,8 @@ func (r *TenantQuotaReconciler) settleLedger(ctx context.Context, tq *agentraxv1
 		if ad.DeletionTimestamp != nil || quota.Find(ledger, ad.Name) >= 0 {
 			continue
 		}
-		// The cache may lag a delete whose admission just released the entry: confirm before re-adding.
+		// The cache may lag a delete: an earlier pass may have dropped this agent's entry once the agent and its
+		// pods were gone while the cache still lists it. Confirm with the API server before re-adding.
 		fresh := &agentraxv1alpha1.AgentDeployment{}
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(ad), fresh); err != nil {
 			if apierrors.IsNotFound(err) {
