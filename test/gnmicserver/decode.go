@@ -51,7 +51,7 @@ type Decoded struct {
 	// Unused lists every key of the body the decoder did not map onto a field, sorted, e.g.
 	// "targets[lab/r1].grpc-keepalive.PermitWithoutStream". gNMIc drops these without a word; the stand-in keeps
 	// them so tests can fail on them. Keys of an output or processor config the plugin has no field for are
-	// listed too, e.g. "outputs[lab/o].adress", "processors[lab/p].event-strings.value-name".
+	// listed too, e.g. "outputs[lab/o].addr", "processors[lab/p].event-strings.value-name".
 	Unused []string
 	// Outputs and Processors are what each plugin makes of its config (plugins.go), by name.
 	Outputs, Processors map[string]*Plugin

@@ -13,13 +13,13 @@ func TestPluginConfigsDecodeAsTheirPluginsDo(t *testing.T) {
 	g := NewWithT(t)
 	s := start(t)
 	code, body := post(t, s.URL()+"/api/v1/config/apply", `{"outputs":{
-	    "k":{"type":"kafka","address":"bus:9092","Topic":"t","adress":"typo","timeout":"5s","max-retry":3,"event-processors":["p"]},
+	    "k":{"type":"kafka","address":"bus:9092","Topic":"t","addr":"typo","timeout":"5s","max-retry":3,"event-processors":["p"]},
 	    "bad":{"type":"nats","num-workers":"two"}},
 	  "processors":{"p":{"event-strings":{"value-names":["^x$"],"value-name":"y","debug":true}},
 	    "q":{"event-nope":{}}}}`)
 	// gNMIc stores the configs and starts the plugins afterwards, so the apply succeeds even where a plugin fails.
 	g.Expect(code).To(Equal(http.StatusOK), body)
-	g.Expect(s.Unused()).To(ConsistOf("outputs[k].adress", "processors[p].event-strings.value-name"))
+	g.Expect(s.Unused()).To(ConsistOf("outputs[k].addr", "processors[p].event-strings.value-name"))
 	g.Expect(s.PluginErrors()).To(HaveExactElements(
 		And(HavePrefix("outputs[bad]: nats:"), ContainSubstring(`'num-workers' expected type 'int64', got unconvertible type 'string'`)),
 		`processors[q]: unknown event processor type "event-nope"`))

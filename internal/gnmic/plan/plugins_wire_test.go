@@ -130,11 +130,11 @@ func TestEveryProcessorTypeSurvivesItsPlugin(t *testing.T) {
 }
 
 func TestAKeyTheOutputPluginLacksIsCaught(t *testing.T) {
-	// The negative cases of the tests above: a misspelt key and a mistyped value get through the plan; gNMIc would
+	// The negative cases of the tests above: a key kafka lacks and a mistyped value get through the plan; gNMIc would
 	// ignore the first and fail to start the output for the second.
 	for cfg, check := range map[string]func(g Gomega, d *gnmicserver.Decoded){
-		`{"topic":"t","adress":"bus:9092"}`: func(g Gomega, d *gnmicserver.Decoded) {
-			g.Expect(d.Unused).To(ConsistOf("outputs[lab/o].adress"))
+		`{"topic":"t","addr":"bus:9092"}`: func(g Gomega, d *gnmicserver.Decoded) {
+			g.Expect(d.Unused).To(ConsistOf("outputs[lab/o].addr"))
 			g.Expect(d.PluginErrors).To(BeEmpty())
 		},
 		`{"topic":"t","max-retry":"3"}`: func(g Gomega, d *gnmicserver.Decoded) {

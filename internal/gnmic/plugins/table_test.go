@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,13 +75,7 @@ func TestTablesMatchGNMIcSource(t *testing.T) {
 		want, _ := Output(string(typ), current)
 		diffs = append(diffs, diffKeys("output "+string(typ), want, outputs[string(typ)])...)
 	}
-	types := slices.Sorted(func(yield func(string) bool) {
-		for typ := range processors {
-			if !yield(typ) {
-				return
-			}
-		}
-	})
+	types := slices.Sorted(maps.Keys(processors))
 	g.Expect(ProcessorTypes(current)).To(Equal(types), "the event processors gNMIc %s registers", version)
 	for _, typ := range types {
 		want, _ := Processor(typ, current)
@@ -115,13 +110,7 @@ func TestTablesCoverEveryTypeTheCRDsOffer(t *testing.T) {
 	for _, typ := range v1.OutputTypes {
 		offered = append(offered, string(typ))
 	}
-	g.Expect(slices.Sorted(func(yield func(string) bool) {
-		for typ := range outputs037 {
-			if !yield(typ) {
-				return
-			}
-		}
-	})).To(ConsistOf(offered))
+	g.Expect(slices.Collect(maps.Keys(outputs037))).To(ConsistOf(offered))
 	for typ := range outputsAdded047 {
 		g.Expect(outputs037).To(HaveKey(typ), "a v0.47 output type without a v0.37 entry")
 	}
@@ -139,8 +128,8 @@ func TestKeysMatchCaseInsensitivelyAsMapstructureDoes(t *testing.T) {
 	g := NewWithT(t)
 	keys, ok := Output("kafka", true)
 	g.Expect(ok).To(BeTrue())
-	g.Expect(keys.Unknown(map[string]any{"Topic": "x", "topic-prefix": "y", "adress": "z", "kafka-version": "3"})).
-		To(Equal([]string{"adress"}))
+	g.Expect(keys.Unknown(map[string]any{"Topic": "x", "topic-prefix": "y", "addr": "z", "kafka-version": "3"})).
+		To(Equal([]string{"addr"}))
 	old, _ := Output("kafka", false)
 	g.Expect(old.Unknown(map[string]any{"kafka-version": "3"})).To(Equal([]string{"kafka-version"}))
 	_, ok = Processor("event-time-epoch", false)

@@ -13,11 +13,11 @@ import (
 func TestConfigKeysThePluginLacksAreWarnedAbout(t *testing.T) {
 	g := NewWithT(t)
 	out := &gnmicv1alpha1.Output{Spec: gnmicv1alpha1.OutputSpec{Type: gnmicv1alpha1.OutputKafka,
-		Config: &apiextensionsv1.JSON{Raw: []byte(`{"topic":"t","Max-Retry":2,"kafka-version":"3.6.0","adress":"bus:9092"}`)}}}
+		Config: &apiextensionsv1.JSON{Raw: []byte(`{"topic":"t","Max-Retry":2,"kafka-version":"3.6.0","addr":"bus:9092"}`)}}}
 	warnings, err := outputValidator.ValidateCreate(context.Background(), out)
 	g.Expect(err).NotTo(HaveOccurred(), "a warning, not a denial")
 	g.Expect(warnings).To(HaveExactElements(
-		"spec.config.adress: gNMIc's kafka output has no such setting (as of gNMIc v0.47.0) and ignores it"))
+		"spec.config.addr: gNMIc's kafka output has no such setting (as of gNMIc v0.47.0) and ignores it"))
 
 	proc := &gnmicv1alpha1.Processor{Spec: gnmicv1alpha1.ProcessorSpec{Type: "event-strings",
 		Config: &apiextensionsv1.JSON{Raw: []byte(`{"value-names":["x"],"value-name":"y"}`)}}}
