@@ -38,19 +38,21 @@ func gnmicSource(t *testing.T) (dir, version string) {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
+	// go mod download reports a failed download in its JSON and exits 1; the JSON says why.
 	var info struct{ Dir, Error string }
-	if jsonErr := json.Unmarshal(out, &info); err == nil && jsonErr != nil {
-		err = jsonErr
-	}
-	if err == nil && info.Error != "" {
+	jsonErr := json.Unmarshal(out, &info)
+	switch {
+	case info.Error != "":
 		err = errors.New(info.Error)
-	}
-	if err == nil {
+	case err != nil:
+		err = fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+	case jsonErr != nil:
+		err = jsonErr
+	default:
 		_, err = os.Stat(filepath.Join(info.Dir, "pkg", "outputs"))
 	}
 	if err != nil {
-		services.Missing(t, "the gNMIc "+SourceVersion+" source (go mod download "+mod+")",
-			fmt.Errorf("%w %s", err, strings.TrimSpace(stderr.String())))
+		services.Missing(t, "the gNMIc "+SourceVersion+" source (go mod download "+mod+")", err)
 	}
 	return info.Dir, SourceVersion
 }
