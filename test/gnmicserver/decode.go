@@ -153,9 +153,10 @@ func AtLeast(version string, major, minor int) bool {
 	return ma > major || (ma == major && mi >= minor)
 }
 
-// DecodePlugin decodes one output or processor config the way gNMIc's plugins do (mapstructure with the
-// duration hook) into into, and returns the keys the plugin's config struct has no field for.
-func DecodePlugin(cfg map[string]any, into any) ([]string, error) {
+// decodeMap decodes cfg into the struct behind into as gNMIc decodes a target posted on its own and every plugin
+// config (mapstructure with the duration hook, nothing else), and returns the decoder's metadata: the keys it used
+// and those it had no field for (sorted).
+func decodeMap(cfg map[string]any, into any) (*mapstructure.Metadata, error) {
 	md := &mapstructure.Metadata{}
 	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
 		DecodeHook: mapstructure.StringToTimeDurationHookFunc(), Result: into, Metadata: md,
@@ -164,10 +165,10 @@ func DecodePlugin(cfg map[string]any, into any) ([]string, error) {
 		return nil, err
 	}
 	if err := dec.Decode(cfg); err != nil {
-		return nil, fmt.Errorf("decoding plugin config: %w", err)
+		return nil, err
 	}
 	sort.Strings(md.Unused)
-	return md.Unused, nil
+	return md, nil
 }
 
 // decodeTarget decodes the body of POST /api/v1/config/targets as gNMIc does.
@@ -176,5 +177,9 @@ func decodeTarget(body io.Reader, into *types.TargetConfig) ([]string, error) {
 	if err := json.NewDecoder(body).Decode(&raw); err != nil {
 		return nil, err
 	}
-	return DecodePlugin(raw, into)
+	md, err := decodeMap(raw, into)
+	if err != nil {
+		return nil, fmt.Errorf("decoding target config: %w", err)
+	}
+	return md.Unused, nil
 }

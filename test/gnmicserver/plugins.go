@@ -7,8 +7,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/mitchellh/mapstructure"
-
 	"github.com/quartet-dev/quartet-operator/internal/gnmic/plugins"
 )
 
@@ -74,8 +72,8 @@ var goTypes = map[plugins.Kind]reflect.Type{
 }
 
 // decodePlugin builds a struct with one field per key of the plugin's table, tagged with the key, and decodes
-// cfg into it with mapstructure v1.5.0 and the duration hook, as gNMIc's outputs.DecodeConfig and
-// formatters.DecodeConfig do; an error carries mapstructure's text.
+// cfg into it as gNMIc's outputs.DecodeConfig and formatters.DecodeConfig do (decodeMap); an error carries
+// mapstructure's text.
 func decodePlugin(typ string, keys plugins.Keys, cfg map[string]any) (*Plugin, error) {
 	names := make([]string, 0, len(keys))
 	for k := range keys {
@@ -91,22 +89,15 @@ func decodePlugin(typ string, keys plugins.Keys, cfg map[string]any) (*Plugin, e
 		fields[i] = reflect.StructField{Name: fmt.Sprintf("F%d", i), Type: t, Tag: reflect.StructTag(`mapstructure:"` + k + `"`)}
 	}
 	v := reflect.New(reflect.StructOf(fields))
-	md := &mapstructure.Metadata{}
-	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
-		DecodeHook: mapstructure.StringToTimeDurationHookFunc(), Result: v.Interface(), Metadata: md,
-	})
+	md, err := decodeMap(cfg, v.Interface())
 	if err != nil {
-		return nil, err
-	}
-	if err := dec.Decode(cfg); err != nil {
 		return nil, fmt.Errorf("%s: %w", typ, err)
 	}
-	p := &Plugin{Type: typ, Values: map[string]any{}, Unused: append([]string(nil), md.Unused...)}
+	p := &Plugin{Type: typ, Values: map[string]any{}, Unused: md.Unused}
 	for i, k := range names {
 		if slices.Contains(md.Keys, k) {
 			p.Values[k] = v.Elem().Field(i).Interface()
 		}
 	}
-	sort.Strings(p.Unused)
 	return p, nil
 }
