@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -51,8 +50,15 @@ type Decoded struct {
 	Request ApplyRequest
 	// Unused lists every key of the body the decoder did not map onto a field, sorted, e.g.
 	// "targets[lab/r1].grpc-keepalive.PermitWithoutStream". gNMIc drops these without a word; the stand-in keeps
-	// them so tests can fail on them.
+	// them so tests can fail on them. Keys of an output or processor config the plugin has no field for are
+	// listed too, e.g. "outputs[lab/o].addr", "processors[lab/p].event-strings.value-name".
 	Unused []string
+	// Outputs and Processors are what each plugin makes of its config (plugins.go), by name.
+	Outputs, Processors map[string]*Plugin
+	// PluginErrors lists, sorted, the configs a plugin refuses, with mapstructure's text. The collector accepts
+	// the apply all the same (it stores the config and starts the plugins afterwards); the plugin then fails to
+	// start, and telemetry for it goes nowhere.
+	PluginErrors []string
 }
 
 // DecodeApply decodes an apply body exactly as a gNMIc collector of the given version ("0.47.0", "v0.45.1";
@@ -87,14 +93,46 @@ func DecodeApplyMap(raw map[string]any, version string) (*Decoded, error) {
 		return nil, err
 	}
 	d := &Decoded{Unused: append([]string(nil), md.Unused...)}
-	sort.Strings(d.Unused)
 	if old, ok := result.(*applyRequestBefore047); ok {
 		d.Request = ApplyRequest{Targets: old.Targets, Subscriptions: old.Subscriptions, Outputs: old.Outputs,
 			Inputs: old.Inputs, Processors: old.Processors, TunnelTargetMatches: old.TunnelTargetMatches}
 	} else {
 		d.Request = *result.(*ApplyRequest)
 	}
+	d.decodePlugins(version)
+	sort.Strings(d.Unused)
 	return d, nil
+}
+
+// decodePlugins runs every output's and processor's config through its plugin's decoder.
+func (d *Decoded) decodePlugins(version string) {
+	d.Outputs, d.Processors = map[string]*Plugin{}, map[string]*Plugin{}
+	for kind, entries := range map[string]map[string]map[string]any{"outputs": d.Request.Outputs, "processors": d.Request.Processors} {
+		for name, cfg := range entries {
+			var p *Plugin
+			var err error
+			if kind == "outputs" {
+				p, err = DecodeOutput(cfg, version)
+			} else {
+				p, err = DecodeProcessor(cfg, version)
+			}
+			if err != nil {
+				d.PluginErrors = append(d.PluginErrors, fmt.Sprintf("%s[%s]: %v", kind, name, err))
+				continue
+			}
+			prefix := fmt.Sprintf("%s[%s].", kind, name)
+			if kind == "outputs" {
+				d.Outputs[name] = p
+			} else {
+				d.Processors[name] = p
+				prefix += p.Type + "."
+			}
+			for _, k := range p.Unused {
+				d.Unused = append(d.Unused, prefix+k)
+			}
+		}
+	}
+	sort.Strings(d.PluginErrors)
 }
 
 // AtLeast reports whether version (e.g. "0.47.0", "v0.47.1-rc1", "" for DefaultVersion) is at least
@@ -115,9 +153,10 @@ func AtLeast(version string, major, minor int) bool {
 	return ma > major || (ma == major && mi >= minor)
 }
 
-// DecodePlugin decodes one output or processor config the way gNMIc's plugins do (mapstructure with the
-// duration hook) into into, and returns the keys the plugin's config struct has no field for.
-func DecodePlugin(cfg map[string]any, into any) ([]string, error) {
+// decodeMap decodes cfg into the struct behind into as gNMIc decodes a target posted on its own and every plugin
+// config (mapstructure with the duration hook, nothing else), and returns the decoder's metadata: the keys it used
+// and those it had no field for (sorted).
+func decodeMap(cfg map[string]any, into any) (*mapstructure.Metadata, error) {
 	md := &mapstructure.Metadata{}
 	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
 		DecodeHook: mapstructure.StringToTimeDurationHookFunc(), Result: into, Metadata: md,
@@ -126,10 +165,10 @@ func DecodePlugin(cfg map[string]any, into any) ([]string, error) {
 		return nil, err
 	}
 	if err := dec.Decode(cfg); err != nil {
-		return nil, fmt.Errorf("decoding plugin config: %w", err)
+		return nil, err
 	}
 	sort.Strings(md.Unused)
-	return md.Unused, nil
+	return md, nil
 }
 
 // decodeTarget decodes the body of POST /api/v1/config/targets as gNMIc does.
@@ -138,55 +177,9 @@ func decodeTarget(body io.Reader, into *types.TargetConfig) ([]string, error) {
 	if err := json.NewDecoder(body).Decode(&raw); err != nil {
 		return nil, err
 	}
-	return DecodePlugin(raw, into)
-}
-
-// OutputFields holds the fields of a gNMIc output plugin's config that the operator itself writes, under the
-// plugin's mapstructure keys as gNMIc's plugins (pkg/outputs/*, v0.47) declare them. Each plugin decodes its
-// map with mapstructure and the duration hook, after the collector picked the plugin by "type".
-type OutputFields struct {
-	Address         string   `mapstructure:"address,omitempty"`
-	URL             string   `mapstructure:"url,omitempty"`
-	Listen          string   `mapstructure:"listen,omitempty"`
-	EventProcessors []string `mapstructure:"event-processors,omitempty"`
-}
-
-// outputKeys lists, per output type, which of OutputFields the plugin's config struct has: a key the plugin
-// lacks is dropped by gNMIc.
-var outputKeys = map[string][]string{
-	"file":             {"event-processors"},
-	"kafka":            {"address", "event-processors"},
-	"prometheus":       {"listen", "event-processors"},
-	"prometheus_write": {"url", "event-processors"},
-	"nats":             {"address", "event-processors"},
-	"jetstream":        {"address", "event-processors"},
-	"influxdb":         {"url", "event-processors"},
-	"tcp":              {"address", "event-processors"},
-	"udp":              {"address", "event-processors"},
-}
-
-// DecodeOutput decodes one output's config as its plugin does and returns the operator-written fields it
-// holds, plus every operator-written key the plugin has no field for. keys are the keys the caller wrote.
-func DecodeOutput(cfg map[string]any, keys []string) (*OutputFields, []string, error) {
-	typ, _ := cfg["type"].(string)
-	known, ok := outputKeys[typ]
-	if !ok {
-		return nil, nil, fmt.Errorf("unknown output type %q", typ)
+	md, err := decodeMap(raw, into)
+	if err != nil {
+		return nil, fmt.Errorf("decoding target config: %w", err)
 	}
-	sub := map[string]any{}
-	var dropped []string
-	for _, k := range keys {
-		v, present := cfg[k]
-		if !present {
-			continue
-		}
-		if !slices.Contains(known, k) {
-			dropped = append(dropped, k)
-			continue
-		}
-		sub[k] = v
-	}
-	out := &OutputFields{}
-	unused, err := DecodePlugin(sub, out)
-	return out, append(dropped, unused...), err
+	return md.Unused, nil
 }

@@ -88,6 +88,7 @@ type Server struct {
 	fault       Fault
 	applies     []ApplyRequest
 	unused      []string
+	pluginErrs  []string
 	subscribers map[*subscriber]bool
 
 	listener net.Listener
@@ -235,6 +236,14 @@ func (s *Server) Unused() []string {
 	return slices.Clone(s.unused)
 }
 
+// PluginErrors returns every output or processor config a plugin of the collector refused, over all accepted
+// requests, in the order first seen (Decoded.PluginErrors).
+func (s *Server) PluginErrors() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.pluginErrs)
+}
+
 // SetTargetState overrides the reported state of one target and publishes it to state streams.
 func (s *Server) SetTargetState(name, state, connectionState, failedReason string) {
 	s.mu.Lock()
@@ -371,6 +380,7 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 	s.config = full
 	s.applies = append(s.applies, full)
 	s.unused = appendNew(s.unused, decoded.Unused...)
+	s.pluginErrs = appendNew(s.pluginErrs, decoded.PluginErrors...)
 	s.syncStatesLocked()
 	w.WriteHeader(http.StatusOK)
 }

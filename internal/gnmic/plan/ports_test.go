@@ -14,10 +14,10 @@ import (
 
 // effectivePort is the port a gNMIc prometheus output listens on: its listen key, else gNMIc's default :9804.
 func effectivePort(g Gomega, cfg map[string]any) int32 {
-	fields, dropped, err := gnmicserver.DecodeOutput(cfg, []string{"listen"})
+	out, err := gnmicserver.DecodeOutput(cfg, "")
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(dropped).To(BeEmpty())
-	listen := fields.Listen
+	g.Expect(out.Unused).To(BeEmpty())
+	listen, _ := out.Values["listen"].(string)
 	if listen == "" {
 		listen = ":9804"
 	}

@@ -15,7 +15,8 @@ import (
 
 // deliveries follows gNMIc's routing over a decoded payload: a subscription's updates go to the subscription's
 // outputs when it names any, else to the target's outputs, else to every output. Each delivery reads
-// "target path -> output-marker [processors]", the marker being the "marker" key of the output's config.
+// "target path -> output-marker [processors]", the marker being the output's
+// target-template, a key every output plugin has (a made-up key would be one gNMIc drops).
 func deliveries(req *gnmicserver.ApplyRequest) []string {
 	var out []string
 	for tname, tc := range req.Targets {
@@ -40,7 +41,7 @@ func deliveries(req *gnmicserver.ApplyRequest) []string {
 				}
 				procs := fmt.Sprint(o["event-processors"])
 				for _, p := range sc.Paths {
-					out = append(out, fmt.Sprintf("%s %s -> %v %s", tname, p, o["marker"], procs))
+					out = append(out, fmt.Sprintf("%s %s -> %v %s", tname, p, o["target-template"], procs))
 				}
 			}
 		}
@@ -51,7 +52,7 @@ func deliveries(req *gnmicserver.ApplyRequest) []string {
 
 func markedOutput(name string, typ v1.OutputType) v1.Output {
 	return v1.Output{ObjectMeta: meta("lab", name, nil), Spec: v1.OutputSpec{Type: typ,
-		Config: &apiextensionsv1.JSON{Raw: []byte(`{"marker":"` + name + `"}`)}}}
+		Config: &apiextensionsv1.JSON{Raw: []byte(`{"target-template":"` + name + `"}`)}}}
 }
 
 func TestTelemetryReachesOnlyItsOwnPipelinesOutputs(t *testing.T) {

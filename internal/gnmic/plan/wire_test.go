@@ -10,7 +10,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	"github.com/openconfig/gnmic/pkg/api/types"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ktypes "k8s.io/apimachinery/pkg/types"
 
@@ -157,12 +156,20 @@ func pushThroughGNMIc(g Gomega, s Snapshot) (*gnmicserver.ApplyRequest, *Pipelin
 }
 
 func pushThroughGNMIcPlan(g Gomega, p *Plan) *gnmicserver.ApplyRequest {
+	return &decodeAsGNMIc(g, p).Request
+}
+
+// decodeAsGNMIc encodes the apply request of a pod holding every target and decodes it, output and processor
+// plugins included, as a current collector does; it fails on a refused body or plugin config and on any key
+// gNMIc would drop.
+func decodeAsGNMIc(g Gomega, p *Plan) *gnmicserver.Decoded {
 	body, _, err := Encode(p.ForPod(sortedKeys(p.Config.Targets)))
 	g.Expect(err).NotTo(HaveOccurred())
 	d, err := gnmicserver.DecodeApply(bytes.NewReader(body), "")
-	g.ExpectWithOffset(1, err).NotTo(HaveOccurred(), "the collector refuses the body:\n%s", body)
-	g.ExpectWithOffset(1, d.Unused).To(BeEmpty(), "keys the collector drops")
-	return &d.Request
+	g.ExpectWithOffset(2, err).NotTo(HaveOccurred(), "the collector refuses the body:\n%s", body)
+	g.ExpectWithOffset(2, d.Unused).To(BeEmpty(), "keys the collector drops")
+	g.ExpectWithOffset(2, d.PluginErrors).To(BeEmpty(), "configs the collector's plugins refuse")
+	return d
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -368,50 +375,4 @@ func TestPipelineLabelsBecomeEventTags(t *testing.T) {
 	s.Pipelines[0].Spec.Labels = map[string]string{"pipeline": "core"}
 	req, _ := pushThroughGNMIc(g, s)
 	g.Expect(req.Targets["lab/r1"].EventTags).To(HaveKeyWithValue("pipeline", "core"))
-}
-
-func TestEveryOutputTypeAndProcessorSurvivesItsPlugin(t *testing.T) {
-	for _, typ := range v1.OutputTypes {
-		t.Run(string(typ), func(t *testing.T) {
-			g := NewWithT(t)
-			s := wireSnapshot()
-			s.Outputs[0].Spec.Type = typ
-			s.Processors = []v1.Processor{{ObjectMeta: meta("lab", "proc", nil), Spec: v1.ProcessorSpec{Type: "event-strings",
-				Config: &apiextensionsv1.JSON{Raw: []byte(`{"value-names":["^x$"],"transforms":[{"trim-prefix":{"apply-on":"name","prefix":"/"}}]}`)}}}}
-			s.Pipelines[0].Spec.Outputs.ProcessorRefs = []string{"proc"}
-			address := ""
-			if _, _, ok := v1.OutputAddressKey(typ); ok {
-				var err error
-				address, err = ResolveServiceAddress(typ, "bus.lab.svc", 4222)
-				g.Expect(err).NotTo(HaveOccurred())
-				s.OutputAddresses = map[ktypes.NamespacedName]string{{Namespace: "lab", Name: "o"}: address}
-			}
-			req, _ := pushThroughGNMIc(g, s)
-			out := req.Outputs["lab/o"]
-			g.Expect(out).To(HaveKeyWithValue("type", string(typ)))
-			// The Output's config is empty, so every other key is the operator's.
-			var written []string
-			for k := range out {
-				if k != "type" {
-					written = append(written, k)
-				}
-			}
-			fields, dropped, err := gnmicserver.DecodeOutput(out, written)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(dropped).To(BeEmpty(), "keys the %s plugin drops", typ)
-			g.Expect(fields.EventProcessors).To(Equal([]string{"lab/proc"}))
-			if typ == v1.OutputPrometheus {
-				g.Expect(fields.Listen).To(Equal(":9804"), "the operator assigns every prometheus output its port")
-			}
-			switch key, _, _ := v1.OutputAddressKey(typ); key {
-			case "address":
-				g.Expect(fields.Address).To(Equal(address))
-			case "url":
-				g.Expect(fields.URL).To(Equal(address))
-			}
-			g.Expect(req.Processors).To(HaveKey("lab/proc"))
-			g.Expect(req.Processors["lab/proc"]).To(HaveLen(1))
-			g.Expect(req.Processors["lab/proc"]).To(HaveKeyWithValue("event-strings", HaveKey("transforms")))
-		})
-	}
 }

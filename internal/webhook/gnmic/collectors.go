@@ -20,10 +20,19 @@ import (
 // +kubebuilder:webhook:path=/validate-operator-gnmic-dev-v1alpha1-processor,mutating=false,failurePolicy=fail,sideEffects=None,groups=operator.gnmic.dev,resources=gnmicprocessors,verbs=create;update,versions=v1alpha1,name=vprocessor-v1alpha1.operator.gnmic.dev,admissionReviewVersions=v1,timeoutSeconds=10
 // +kubebuilder:webhook:path=/validate-operator-gnmic-dev-v1alpha1-tunneltargetpolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=operator.gnmic.dev,resources=gnmictunneltargetpolicies,verbs=create;update,versions=v1alpha1,name=vtunneltargetpolicy-v1alpha1.operator.gnmic.dev,admissionReviewVersions=v1,timeoutSeconds=10
 
-// specValidator validates one kind with a pure function from the API package; deletes are never blocked.
+// specValidator validates one kind with a pure function from the API package, and optionally warns; deletes are
+// never blocked.
 type specValidator[T client.Object] struct {
 	kind     string
 	validate func(T) field.ErrorList
+	warn     func(T) admission.Warnings
+}
+
+func (v specValidator[T]) warnings(obj T) admission.Warnings {
+	if v.warn == nil {
+		return nil
+	}
+	return v.warn(obj)
 }
 
 func (v specValidator[T]) check(obj T) error {
@@ -34,11 +43,11 @@ func (v specValidator[T]) check(obj T) error {
 }
 
 func (v specValidator[T]) ValidateCreate(_ context.Context, obj T) (admission.Warnings, error) {
-	return nil, v.check(obj)
+	return v.warnings(obj), v.check(obj)
 }
 
 func (v specValidator[T]) ValidateUpdate(_ context.Context, _, obj T) (admission.Warnings, error) {
-	return nil, v.check(obj)
+	return v.warnings(obj), v.check(obj)
 }
 
 func (v specValidator[T]) ValidateDelete(context.Context, T) (admission.Warnings, error) {
@@ -46,7 +55,11 @@ func (v specValidator[T]) ValidateDelete(context.Context, T) (admission.Warnings
 }
 
 func setup[T client.Object](mgr ctrl.Manager, obj T, kind string, validate func(T) field.ErrorList) error {
-	return ctrl.NewWebhookManagedBy(mgr, obj).WithValidator(specValidator[T]{kind: kind, validate: validate}).Complete()
+	return setupWarning(mgr, obj, specValidator[T]{kind: kind, validate: validate})
+}
+
+func setupWarning[T client.Object](mgr ctrl.Manager, obj T, v specValidator[T]) error {
+	return ctrl.NewWebhookManagedBy(mgr, obj).WithValidator(v).Complete()
 }
 
 // SetupClusterWebhook registers the Cluster validating webhook (image, replicas, ports, TLS issuers).
@@ -64,9 +77,10 @@ func SetupSubscriptionWebhook(mgr ctrl.Manager) error {
 	return setup(mgr, &gnmicv1alpha1.Subscription{}, "Subscription", gnmicv1alpha1.ValidateSubscription)
 }
 
-// SetupOutputWebhook registers the Output validating webhook (type and address resolution rules).
+// SetupOutputWebhook registers the Output validating webhook (type and address resolution rules; warnings for
+// config keys the output plugin lacks).
 func SetupOutputWebhook(mgr ctrl.Manager) error {
-	return setup(mgr, &gnmicv1alpha1.Output{}, "Output", gnmicv1alpha1.ValidateOutput)
+	return setupWarning(mgr, &gnmicv1alpha1.Output{}, outputValidator)
 }
 
 // SetupInputWebhook registers the Input validating webhook.
@@ -74,9 +88,10 @@ func SetupInputWebhook(mgr ctrl.Manager) error {
 	return setup(mgr, &gnmicv1alpha1.Input{}, "Input", gnmicv1alpha1.ValidateInput)
 }
 
-// SetupProcessorWebhook registers the Processor validating webhook.
+// SetupProcessorWebhook registers the Processor validating webhook (type; warnings for config keys the
+// processor lacks).
 func SetupProcessorWebhook(mgr ctrl.Manager) error {
-	return setup(mgr, &gnmicv1alpha1.Processor{}, "Processor", gnmicv1alpha1.ValidateProcessor)
+	return setupWarning(mgr, &gnmicv1alpha1.Processor{}, processorValidator)
 }
 
 // SetupTunnelTargetPolicyWebhook registers the TunnelTargetPolicy validating webhook (match regexes).
