@@ -173,7 +173,7 @@ func (r *AgentDeploymentReconciler) trafficReady(ctx context.Context, ad *agentr
 // rolloutSpec maps the AgentDeployment spec and the manager's flags onto rollout.Spec.
 func (r *AgentDeploymentReconciler) rolloutSpec(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment) (rollout.Spec, error) {
 	spec := rollout.Spec{Image: ad.Spec.Image, Canary: isCanary(ad), FailsafeTimeout: r.Canary.FailsafeTimeout,
-		AnalysisInterval: r.Canary.AnalysisInterval}
+		AnalysisInterval: r.Canary.AnalysisInterval, Retry: ad.Annotations[agentraxv1alpha1.AnnotationRetryRollout]}
 	if ro := ad.Spec.Rollout; ro != nil {
 		spec.Abort = ro.Abort
 		if ro.ProgressDeadline != nil {
@@ -390,7 +390,8 @@ func rolloutStatus(ad *agentraxv1alpha1.AgentDeployment) rollout.Status {
 	s := ad.Status
 	st := rollout.Status{Phase: rollout.Phase(s.Phase), Stage: rollout.Stage(s.Stage), StableVersion: s.StableVersion,
 		CanaryVersion: s.CanaryVersion, CanaryWeight: s.CanaryWeight, CanaryStepIndex: s.CanaryStepIndex,
-		BaselineReplicas: s.BaselineReplicas, AbortedVersion: s.AbortedVersion, AbortLatched: s.AbortLatched}
+		BaselineReplicas: s.BaselineReplicas, AbortedVersion: s.AbortedVersion, AbortLatched: s.AbortLatched,
+		Retried: s.RetriedRollout}
 	if s.PauseStartedAt != nil {
 		st.PauseStartedAt = s.PauseStartedAt.Time
 	}
@@ -421,7 +422,7 @@ func applyRolloutStatus(ad *agentraxv1alpha1.AgentDeployment, st rollout.Status)
 	s.Stage = agentraxv1alpha1.RolloutStage(st.Stage)
 	s.StableVersion, s.CanaryVersion = st.StableVersion, st.CanaryVersion
 	s.CanaryWeight, s.CanaryStepIndex, s.BaselineReplicas = st.CanaryWeight, st.CanaryStepIndex, st.BaselineReplicas
-	s.AbortedVersion, s.AbortLatched = st.AbortedVersion, st.AbortLatched
+	s.AbortedVersion, s.AbortLatched, s.RetriedRollout = st.AbortedVersion, st.AbortLatched, st.Retried
 	s.PauseStartedAt = timeOrNil(st.PauseStartedAt)
 	s.PromUnreachableSince = timeOrNil(st.PromUnreachableSince)
 	s.WaitingSince = timeOrNil(st.WaitingSince)

@@ -11,6 +11,12 @@ import (
 // routing to the agent before garbage collection tears down its Service.
 const Finalizer = "agentrax.io/mcp-deregister"
 
+// AnnotationRetryRollout retries a rolled-back image: when spec.image still names status.abortedVersion and this
+// annotation holds a value other than status.retriedRollout, the canary starts again at step 0 (e.g.
+// `kubectl annotate ad my-agent agentrax.io/retry-rollout="$(date +%s)" --overwrite`). Setting the same image
+// again is no change Kubernetes would report, so this is how "try it once more" is said.
+const AnnotationRetryRollout = "agentrax.io/retry-rollout"
+
 // Labels the operator stamps on every workload it manages.
 const (
 	// LabelAgent marks agent pods; the tenant NetworkPolicies select on it.
@@ -313,10 +319,14 @@ type AgentDeploymentStatus struct {
 	// the stable HPA scaling down as traffic leaves does not shrink the canary taking that traffic.
 	// +optional
 	BaselineReplicas int32 `json:"baselineReplicas,omitempty"`
-	// AbortedVersion is the image whose canary was last rolled back (breach, fail-safe, abort); it is not tried
-	// again until spec.image names another image.
+	// AbortedVersion is the image whose canary was last rolled back (breach, fail-safe, abort, progress
+	// deadline); it is not tried again until spec.image names another image, or the agentrax.io/retry-rollout
+	// annotation gets a new value.
 	// +optional
 	AbortedVersion string `json:"abortedVersion,omitempty"`
+	// RetriedRollout is the agentrax.io/retry-rollout annotation value last acted on.
+	// +optional
+	RetriedRollout string `json:"retriedRollout,omitempty"`
 	// AbortLatched records that the current spec.rollout.abort=true has been acted on, so it does not also abort
 	// the next canary. Cleared when abort is seen false.
 	// +optional

@@ -89,8 +89,8 @@ type TenantQuotaStatus struct {
 	// Ledger is the admission ledger: one reservation per admitted AgentDeployment, encoded as entries
 	// "name=replicas/gpus@unixSeconds" (replicas and GPUs reserved, when admission last raised them) joined by
 	// ",", sorted by name, e.g. "agent-a=3/3@1764601800,agent-b=1/0@1764601801". Admission rewrites it
-	// with a resourceVersion precondition on every reservation, so it is one compact string rather than a list of
-	// objects, which would make each write several times more expensive. It is the authoritative record
+	// with a compare-and-swap JSON patch (it tests the ledger it read) on every reservation, so it is one
+	// compact string rather than a list of objects, which would make each write several times more expensive. It is the authoritative record
 	// admission checks against; do not edit it by hand.
 	// +optional
 	// +kubebuilder:validation:Pattern=`^$|^[a-z0-9][-a-z0-9.]*=[0-9]+/[0-9]+@[0-9]+(,[a-z0-9][-a-z0-9.]*=[0-9]+/[0-9]+@[0-9]+)*$`

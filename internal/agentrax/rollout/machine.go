@@ -29,6 +29,7 @@ const (
 	ReasonCanaryQuotaExhausted = "CanaryQuotaExhausted"
 	ReasonNoSteps              = "NoPauseStep"
 	ReasonRolledBack           = "RolledBack"
+	ReasonRolloutRetried       = "RolloutRetried"
 	// ReasonProgressDeadlineExceeded: a wait of the rollout outlasted spec.rollout.progressDeadline.
 	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
 )
@@ -121,6 +122,14 @@ func (d *decider) idle() {
 	waiting := st.WaitingSince
 	// Only the quota wait below keeps the timer; any other outcome ends that wait.
 	st.WaitingSince = time.Time{}
+	if d.spec.Retry != "" && d.spec.Retry != st.Retried {
+		// A new retry-rollout value: the rolled-back image (if spec.image still names it) is tried again.
+		st.Retried = d.spec.Retry
+		if d.spec.Image == st.AbortedVersion {
+			st.AbortedVersion = ""
+			d.event(false, ReasonRolloutRetried, "retrying %s (retry-rollout %q)", d.spec.Image, d.spec.Retry)
+		}
+	}
 	switch {
 	case st.StableVersion == "":
 		// First deployment: the stable Deployment is created with the image, there is nothing to compare with.
@@ -137,7 +146,7 @@ func (d *decider) idle() {
 		st.StableVersion = d.spec.Image
 		st.AbortedVersion = ""
 	case d.spec.Image == st.AbortedVersion:
-		// Rolled back before; retried only once spec.image names another image.
+		// Rolled back before; retried once spec.image names another image, or on a new retry-rollout value.
 	case !slices.ContainsFunc(d.spec.Steps, func(s Step) bool { return s.SetWeight == nil }):
 		// Only pauses judge a canary: steps without one would promote it unevaluated.
 		if d.condition(ConditionRolloutHealthy, metav1.ConditionUnknown, ReasonNoSteps,
@@ -170,7 +179,7 @@ func (d *decider) startCanary() {
 	}
 	d.act(Action{Kind: ActionEnsureCanary, Image: d.spec.Image, Replicas: n})
 	*st = Status{Phase: PhaseRolloutInProgress, Stage: StageProgressing, StableVersion: st.StableVersion,
-		CanaryVersion: d.spec.Image, BaselineReplicas: baseline, AbortLatched: st.AbortLatched,
+		CanaryVersion: d.spec.Image, BaselineReplicas: baseline, AbortLatched: st.AbortLatched, Retried: st.Retried,
 		Conditions: st.Conditions}
 	d.condition(ConditionRolloutHealthy, metav1.ConditionUnknown, ReasonCanaryStarted, "canary analysis pending")
 	d.condition(ConditionSampleInsufficient, metav1.ConditionFalse, ReasonCanaryStarted, "canary analysis pending")
@@ -484,7 +493,7 @@ func (d *decider) finish(reason, msg string) {
 	d.condition(ConditionSampleInsufficient, metav1.ConditionFalse, ReasonCanaryEnded, "no canary running")
 	d.event(false, reason, "%s", msg)
 	*st = Status{Phase: st.Phase, StableVersion: st.StableVersion, AbortedVersion: st.AbortedVersion,
-		AbortLatched: st.AbortLatched, Conditions: st.Conditions}
+		AbortLatched: st.AbortLatched, Retried: st.Retried, Conditions: st.Conditions}
 	d.out.RequeueAfter = 0
 }
 

@@ -171,6 +171,7 @@ func TestDecideIdle(t *testing.T) {
 		wantStage   Stage
 		wantStable  string
 		wantLatched bool
+		wantRetried string
 	}{
 		{name: "first deployment adopts the image without a canary", spec: canarySpec("v1"),
 			st: Status{}, wantStable: "v1"},
@@ -186,6 +187,19 @@ func TestDecideIdle(t *testing.T) {
 			st:          Status{StableVersion: "v1", AbortedVersion: "v2", AbortLatched: true},
 			wantActions: []Action{{Kind: ActionEnsureCanary, Image: "v3", Replicas: 1}},
 			wantStage:   StageProgressing, wantStable: "v1"},
+		{name: "a new retry-rollout value retries the rolled-back image", spec: func() Spec {
+			s := canarySpec("v2")
+			s.Retry = "2"
+			return s
+		}(), st: Status{Phase: PhaseRolloutFailed, StableVersion: "v1", AbortedVersion: "v2", Retried: "1"},
+			wantActions: []Action{{Kind: ActionEnsureCanary, Image: "v2", Replicas: 1}},
+			wantStage:   StageProgressing, wantStable: "v1", wantRetried: "2"},
+		{name: "the retry-rollout value already acted on does not retry again", spec: func() Spec {
+			s := canarySpec("v2")
+			s.Retry = "2"
+			return s
+		}(), st: Status{Phase: PhaseRolloutFailed, StableVersion: "v1", AbortedVersion: "v2", Retried: "2"},
+			wantStable: "v1", wantRetried: "2"},
 		{name: "abort with no canary latches and does nothing", spec: func() Spec {
 			s := canarySpec("v1")
 			s.Abort = true
@@ -209,6 +223,7 @@ func TestDecideIdle(t *testing.T) {
 			g.Expect(d.Status.Stage).To(Equal(tc.wantStage))
 			g.Expect(d.Status.StableVersion).To(Equal(tc.wantStable))
 			g.Expect(d.Status.AbortLatched).To(Equal(tc.wantLatched))
+			g.Expect(d.Status.Retried).To(Equal(tc.wantRetried))
 			if tc.wantStage == StageProgressing {
 				g.Expect(d.Status.Phase).To(Equal(PhaseRolloutInProgress))
 				g.Expect(d.Status.CanaryVersion).To(Equal(tc.spec.Image))

@@ -77,6 +77,8 @@ type Spec struct {
 	// ProgressDeadline bounds every wait of the rollout (canary pods available, route accepted, quota room);
 	// zero means DefaultProgressDeadline.
 	ProgressDeadline time.Duration
+	// Retry is the agentrax.io/retry-rollout annotation: a value other than Status.Retried retries AbortedVersion.
+	Retry string
 	// CanaryReplicaLimit is the most canary replicas the tenant quota allows (its headroom plus what the canary
 	// already holds); nil means no limit. Zero holds the rollout before traffic reaches a canary without pods.
 	CanaryReplicaLimit *int32
@@ -159,6 +161,8 @@ type Status struct {
 	// not tried again while spec.image keeps naming it; once spec.image names another image (the stable one
 	// included), setting it again retries it.
 	AbortedVersion string
+	// Retried is the Spec.Retry value last acted on.
+	Retried string
 	// AbortLatched records that the current spec.rollout.abort=true has been acted on, so it does not also abort
 	// the next canary (the upstream's abort stayed armed until cleared). Cleared when abort is seen false.
 	AbortLatched bool
