@@ -88,7 +88,7 @@ func (r *AgentDeploymentReconciler) reconcileCanary(ctx context.Context, ad *age
 		now = cfg.Clock.Now()
 	}
 	inFlight := ad.Status.Stage != "" || (isCanary(ad) && ad.Status.StableVersion != "" &&
-		ad.Spec.Image != ad.Status.StableVersion && ad.Spec.Image != ad.Status.AbortedVersion)
+		ad.Spec.Image != ad.Status.StableVersion && (ad.Spec.Image != ad.Status.AbortedVersion || quota.RetryRequested(ad)))
 	if inFlight && cfg.APIReader != nil {
 		fresh := &metav1.PartialObjectMetadata{}
 		fresh.SetGroupVersionKind(agentraxv1alpha1.GroupVersion.WithKind("AgentDeployment"))

@@ -59,16 +59,24 @@ func GPUsPerPod(r corev1.ResourceRequirements, gpu corev1.ResourceName) int64 {
 	return 0
 }
 
-// CanaryActive tells whether ad is (or, being admitted with a new image, is about to be) running a canary: the
-// strategy is Canary and the spec's image differs from the stable one and from the image whose canary was last
-// rolled back (that one is not retried), or the status says a canary runs.
+// CanaryActive tells whether ad is (or, being admitted with a new image or a retry, is about to be) running a
+// canary: the strategy is Canary and the spec's image differs from the stable one and from the image whose canary
+// was last rolled back (that one is not retried unless RetryRequested), or the status says a canary runs.
 func CanaryActive(ad *agentraxv1alpha1.AgentDeployment) bool {
 	if ad.Status.CanaryVersion != "" || ad.Status.Phase == agentraxv1alpha1.PhaseRolloutInProgress {
 		return true
 	}
 	canary := ad.Spec.Rollout != nil && ad.Spec.Rollout.Strategy == agentraxv1alpha1.StrategyCanary
 	return canary && ad.Status.StableVersion != "" && ad.Spec.Image != ad.Status.StableVersion &&
-		ad.Spec.Image != ad.Status.AbortedVersion
+		(ad.Spec.Image != ad.Status.AbortedVersion || RetryRequested(ad))
+}
+
+// RetryRequested tells whether the agentrax.io/retry-rollout annotation holds a value the rollout has not acted on
+// yet: the rolled-back image is about to be tried again, so admission charges its canary before the controller
+// starts it (and refuses the annotation when the quota has no room for it).
+func RetryRequested(ad *agentraxv1alpha1.AgentDeployment) bool {
+	v := ad.Annotations[agentraxv1alpha1.AnnotationRetryRollout]
+	return v != "" && v != ad.Status.RetriedRollout
 }
 
 // DemandOf returns what ad claims, counting gpu as the GPU resource.

@@ -55,6 +55,18 @@ func TestDemandOf(t *testing.T) {
 			ad.Status.AbortedVersion = ad.Spec.Image
 			return ad
 		}(), Demand{Replicas: 4, GPUs: 4, GPUsPerPod: 1}},
+		"a retry of the rolled-back image is charged": {func() *agentraxv1alpha1.AgentDeployment {
+			ad := canary(agent(4, "1"), 100)
+			ad.Status.AbortedVersion, ad.Status.RetriedRollout = ad.Spec.Image, "1"
+			ad.Annotations = map[string]string{agentraxv1alpha1.AnnotationRetryRollout: "2"}
+			return ad
+		}(), Demand{Replicas: 8, CanaryPods: 4, GPUs: 8, GPUsPerPod: 1, Canary: true}},
+		"a retry value already acted on is not charged": {func() *agentraxv1alpha1.AgentDeployment {
+			ad := canary(agent(4, "1"), 100)
+			ad.Status.AbortedVersion, ad.Status.RetriedRollout = ad.Spec.Image, "2"
+			ad.Annotations = map[string]string{agentraxv1alpha1.AnnotationRetryRollout: "2"}
+			return ad
+		}(), Demand{Replicas: 4, GPUs: 4, GPUsPerPod: 1}},
 		"canary strategy, same image": {func() *agentraxv1alpha1.AgentDeployment {
 			ad := canary(agent(4, "1"))
 			ad.Status.StableVersion = ad.Spec.Image
