@@ -27,7 +27,8 @@ func imagePulling(g Gomega, ad *agentraxv1alpha1.AgentDeployment) {
 }
 
 // A canary whose pods never become available is rolled back at spec.rollout.progressDeadline: traffic stays on
-// (and returns to) stable, the canary is removed and its quota charge released; fixing the typo then rolls out.
+// (and returns to) stable, the canary is removed and its quota charge released; a retry-rollout annotation tries
+// the same image again (and it rolls back again); fixing the typo then rolls out.
 func TestCanaryImageTypoRollsBackAtProgressDeadline(t *testing.T) {
 	r := newRig(t, 40)
 	ctx := context.Background()
@@ -56,6 +57,20 @@ func TestCanaryImageTypoRollsBackAtProgressDeadline(t *testing.T) {
 	r.until(30*time.Second, func(g Gomega, ad *agentraxv1alpha1.AgentDeployment) {
 		g.Expect(rolloutCondition(ad, agentraxv1alpha1.ConditionImagePullFailed).Status).To(Equal(metav1.ConditionFalse),
 			"cleared once the failing pods are gone")
+	})
+
+	// Asked to, the rolled-back image is tried once more (a new retry-rollout value), and rolls back again.
+	g.Expect(env.Client.Patch(ctx, r.ad, client.RawPatch(types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"`+agentraxv1alpha1.AnnotationRetryRollout+`":"1"}}}`)))).To(Succeed())
+	r.until(30*time.Second, func(g Gomega, ad *agentraxv1alpha1.AgentDeployment) {
+		g.Expect(ad.Status.CanaryVersion).To(Equal(typo))
+		g.Expect(ad.Status.RetriedRollout).To(Equal("1"))
+		g.Expect(ad.Status.AbortedVersion).To(BeEmpty())
+	})
+	r.until(60*time.Second, func(g Gomega, ad *agentraxv1alpha1.AgentDeployment) {
+		g.Expect(ad.Status.Phase).To(Equal(agentraxv1alpha1.PhaseRolloutFailed))
+		g.Expect(ad.Status.Stage).To(BeEmpty())
+		g.Expect(ad.Status.AbortedVersion).To(Equal(typo))
 	})
 
 	// The typo is fixed by fixing the typo.
