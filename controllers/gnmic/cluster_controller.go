@@ -105,13 +105,20 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	tls, wait, pushErr := r.certificates(ctx, c)
 	var settle time.Duration
+	var devices *deviceTLS
 	if pushErr == nil && wait == 0 {
-		snap.TargetTLS, snap.HeldBack, settle, pushErr = r.ensureTargetTLS(ctx, c, snap.Profiles)
-		setTargetTLSCondition(c, snap.HeldBack)
+		if devices, pushErr = r.ensureTargetTLS(ctx, c, snap.Profiles); pushErr == nil {
+			snap.TargetTLS, snap.HeldBack, settle = devices.inUse, devices.heldBack, devices.settle
+			setTargetTLSCondition(c, snap.HeldBack)
+		}
 	}
 	p := plan.Build(snap)
 	if pushErr == nil && wait == 0 {
 		pushErr = r.sync(ctx, c, snap, p, tls)
+		if pushErr == nil && meta.IsStatusConditionTrue(c.Status.Conditions, gnmicv1alpha1.ClusterConditionConfigApplied) {
+			// Every pod has the configuration: files only an older one named can go.
+			pushErr = r.targetTLSPushed(ctx, c, devices)
+		}
 	}
 	c.Status.ObservedGeneration = c.Generation
 	if err := kube.PatchStatusIfChanged(ctx, r.Client, before, c); err != nil {

@@ -2,6 +2,7 @@ package gnmic_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	gnmicv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/gnmic/plan"
+	"github.com/quartet-dev/quartet-operator/test/gnmicserver"
 )
 
 // A changed credentials Secret reaches the collectors holding the targets of the profiles that name it, without
@@ -94,11 +96,21 @@ func TestClusterTargetProfileTLSMaterial(t *testing.T) {
 	g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "device-ca"}, cm)).To(Succeed())
 	cm.Data["ca.crt"] = "CA-2"
 	g.Expect(env.Client.Update(ctx, cm)).To(Succeed())
-	// The new file joins the Secret beside the old one, which the pushed targets still name.
+	// The new file joins the Secret beside the old one, which the pushed targets still name until the new file has
+	// had the propagation time (counted from when the operator added it, as the Secret records).
 	g.Eventually(func(g Gomega) {
 		g.Expect(material(g)).To(And(HaveKeyWithValue(ca2, []byte("CA-2")), HaveKeyWithValue(ca1, []byte("CA-1"))))
 	}).Should(Succeed())
-	targetsName(g, ca1)
+	s := &corev1.Secret{}
+	g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gnmic-tls-target-tls"}, s)).To(Succeed())
+	added := map[string]int64{}
+	g.Expect(json.Unmarshal([]byte(s.Annotations["operator.gnmic.dev/target-tls-added"]), &added)).To(Succeed())
+	g.Expect(added).To(HaveKey(ca2))
+	if due := time.Unix(added[ca2], 0).Add(targetTLSPropagation - time.Second); time.Now().Before(due) {
+		targetsName(g, ca1)
+	} else {
+		t.Logf("the check of the old path was too late (the new file was due at %s)", due)
+	}
 	// Then the targets name the new file, the old one goes, and no target was held back on the way.
 	g.Eventually(func(g Gomega) {
 		targetsName(g, ca2)
@@ -107,6 +119,26 @@ func TestClusterTargetProfileTLSMaterial(t *testing.T) {
 	got := &gnmicv1alpha1.Cluster{}
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(c), got)).To(Succeed())
 	g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, gnmicv1alpha1.ClusterConditionTargetTLSReady)).To(BeTrue())
+
+	// A rotation whose push fails keeps the file the collector's configuration still names: CA-3 is chosen once
+	// propagated, the collector refuses the apply, and CA-2 stays in the Secret until a push naming CA-3 succeeds.
+	ca3 := key(plan.TargetTLSCA, "CA-3")
+	servers[0].SetFault(gnmicserver.Fault{Status: 503})
+	g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "device-ca"}, cm)).To(Succeed())
+	cm.Data["ca.crt"] = "CA-3"
+	g.Expect(env.Client.Update(ctx, cm)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		s := &corev1.Secret{}
+		g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gnmic-tls-target-tls"}, s)).To(Succeed())
+		g.Expect(s.Annotations["operator.gnmic.dev/target-tls-in-use"]).To(ContainSubstring(ca3), "CA-3 chosen once propagated")
+		g.Expect(s.Data).To(HaveKey(ca2), "the file the refused collector still names stays")
+	}).WithTimeout(targetTLSPropagation + time.Minute).Should(Succeed())
+	g.Consistently(func(g Gomega) { g.Expect(material(g)).To(HaveKey(ca2)) }, 2*time.Second, 200*time.Millisecond).Should(Succeed())
+	servers[0].SetFault(gnmicserver.Fault{})
+	g.Eventually(func(g Gomega) {
+		targetsName(g, ca3)
+		g.Expect(material(g)).To(And(HaveKey(ca3), Not(HaveKey(ca2))))
+	}).WithTimeout(time.Minute).Should(Succeed())
 }
 
 // Only the pods whose targets use the changed Secret are called: with one target on two pods, the empty pod's

@@ -34,10 +34,15 @@ const DefaultTargetTLSPropagation = 2 * time.Minute
 // is recorded as 0: the collector pods are created after it, so they mount the file from the start.
 const targetTLSAddedAnnotation = "operator.gnmic.dev/target-tls-added"
 
-// targetTLSInUseAnnotation records, on the target-tls Secret, which keys the pushed target configs name for each
-// profile ("namespace/name" → file → key), so that after a rotation the old files stay until the new ones are in
-// the pods.
+// targetTLSInUseAnnotation records, on the target-tls Secret, which keys the target configs being pushed name for
+// each profile ("namespace/name" → file → key), so that after a rotation the old files stay until the new ones are
+// in the pods.
 const targetTLSInUseAnnotation = "operator.gnmic.dev/target-tls-in-use"
+
+// targetTLSPushedAnnotation records, in the same form, the keys named by the last configuration every collector
+// pod accepted. Those files stay in the Secret until a later push that no longer names them has reached every
+// pod: a collector whose push failed keeps dialing with the files its configuration names.
+const targetTLSPushedAnnotation = "operator.gnmic.dev/target-tls-pushed"
 
 // ensureTargetTLS gathers the CA bundles and client certificates of the namespace's TargetProfiles into the
 // Cluster's target-tls Secret, which the collectors mount at plan.TargetTLSDir: gNMIc takes these as file paths.
@@ -51,10 +56,10 @@ const targetTLSInUseAnnotation = "operator.gnmic.dev/target-tls-in-use"
 // push. It returns the keys each profile's targets use, the held-back profiles with why, and when the earliest
 // waiting file is due.
 func (r *ClusterReconciler) ensureTargetTLS(ctx context.Context, c *gnmicv1alpha1.Cluster,
-	profiles map[ktypes.NamespacedName]*gnmicv1alpha1.TargetProfile) (plan.TargetTLSKeys, map[ktypes.NamespacedName]string, time.Duration, error) {
+	profiles map[ktypes.NamespacedName]*gnmicv1alpha1.TargetProfile) (*deviceTLS, error) {
 	data, wanted, heldBack, err := r.gatherTargetTLS(ctx, profiles)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, err
 	}
 	propagation := r.TargetTLSPropagation
 	if propagation <= 0 {
@@ -64,19 +69,29 @@ func (r *ClusterReconciler) ensureTargetTLS(ctx context.Context, c *gnmicv1alpha
 	now := time.Now().Unix()
 	var choice targetTLSChoice
 	if err := r.createOrUpdate(ctx, c, secret, func() {
-		previous := map[string]map[string]string{}
-		_ = json.Unmarshal([]byte(secret.Annotations[targetTLSInUseAnnotation]), &previous)
+		previous := keysRecord(secret, targetTLSInUseAnnotation)
 		recorded := map[string]int64{}
 		_ = json.Unmarshal([]byte(secret.Annotations[targetTLSAddedAnnotation]), &recorded)
 		added := keysAdded(secret, data, now)
 		choice = chooseTargetTLS(wanted, previous, secret.Data, added, now, propagation)
-		// The old files a rotated profile still uses stay, with when they were added.
+		// The old files a rotated profile still uses stay, with when they were added, and so do the files the last
+		// configuration every pod accepted names (dropped once a push without them has reached every pod).
 		out := maps.Clone(data)
+		keep := func(key string) {
+			if _, ok := out[key]; !ok {
+				if pem, stored := secret.Data[key]; stored {
+					out[key], added[key] = pem, recorded[key]
+				}
+			}
+		}
 		for _, files := range choice.inUse {
 			for _, key := range files {
-				if _, ok := out[key]; !ok {
-					out[key], added[key] = secret.Data[key], recorded[key]
-				}
+				keep(key)
+			}
+		}
+		for _, files := range keysRecord(secret, targetTLSPushedAnnotation) {
+			for _, key := range files {
+				keep(key)
 			}
 		}
 		secret.Labels = podLabels(c)
@@ -87,19 +102,65 @@ func (r *ClusterReconciler) ensureTargetTLS(ctx context.Context, c *gnmicv1alpha
 		}
 		raw, _ := json.Marshal(added)
 		secret.Annotations[targetTLSAddedAnnotation] = string(raw)
-		inUse := map[string]map[string]string{}
-		for profile, files := range choice.inUse {
-			inUse[profile.String()] = files
-		}
-		raw, _ = json.Marshal(inUse)
+		raw, _ = json.Marshal(recordOf(choice.inUse))
 		secret.Annotations[targetTLSInUseAnnotation] = string(raw)
 	}); err != nil {
-		return nil, nil, 0, err
+		return nil, err
 	}
 	for profile, why := range choice.waiting {
 		heldBack[profile] = why
 	}
-	return choice.inUse, heldBack, choice.settle, nil
+	current := make(map[string]bool, len(data))
+	for key := range data {
+		current[key] = true
+	}
+	return &deviceTLS{inUse: choice.inUse, heldBack: heldBack, settle: choice.settle, current: current}, nil
+}
+
+// deviceTLS is what ensureTargetTLS decided.
+type deviceTLS struct {
+	// inUse are the keys the profiles' targets name (plan.Snapshot.TargetTLS).
+	inUse plan.TargetTLSKeys
+	// heldBack are the profiles whose targets are left out of the push, with why.
+	heldBack map[ktypes.NamespacedName]string
+	// settle is when the earliest waiting file is due.
+	settle time.Duration
+	// current are the keys of the profiles' current content.
+	current map[string]bool
+}
+
+// targetTLSPushed records that every collector pod accepted a configuration naming the in-use keys, and drops the
+// files kept only for pods that had not been given the new paths yet: every key neither in use nor of the current
+// content (a newer file still waiting for its propagation time stays).
+func (r *ClusterReconciler) targetTLSPushed(ctx context.Context, c *gnmicv1alpha1.Cluster, d *deviceTLS) error {
+	secret := &corev1.Secret{}
+	if err := r.Get(ctx, ktypes.NamespacedName{Namespace: c.Namespace, Name: targetTLSSecretName(c)}, secret); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	keep := maps.Clone(d.current)
+	for _, files := range d.inUse {
+		for _, key := range files {
+			keep[key] = true
+		}
+	}
+	raw, _ := json.Marshal(recordOf(d.inUse))
+	patch := client.MergeFromWithOptions(secret.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	changed := secret.Annotations[targetTLSPushedAnnotation] != string(raw)
+	if secret.Annotations == nil {
+		secret.Annotations = map[string]string{}
+	}
+	secret.Annotations[targetTLSPushedAnnotation] = string(raw)
+	for key := range secret.Data {
+		if !keep[key] {
+			delete(secret.Data, key)
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	// A conflict (the Secret changed since) is retried by the reconcile's error path.
+	return client.IgnoreNotFound(r.Patch(ctx, secret, patch))
 }
 
 // targetTLSChoice is which files each profile's targets use.
@@ -134,7 +195,15 @@ func chooseTargetTLS(wanted plan.TargetTLSKeys, previous map[string]map[string]s
 		if choice.settle == 0 || due < choice.settle {
 			choice.settle = due
 		}
-		if prev := previous[profile.String()]; usable(prev, files, stored) {
+		prev := previous[profile.String()]
+		if prev == nil {
+			// Written by a version without content digests: its unversioned files are what the pods have.
+			prev = map[string]string{}
+			for file := range files {
+				prev[file] = plan.TargetTLSFile(profile.Namespace, profile.Name, file)
+			}
+		}
+		if usable(prev, files, stored) {
 			choice.inUse[profile] = prev
 			continue
 		}
@@ -276,4 +345,20 @@ func withTargetTLS(tpl *corev1.PodTemplateSpec, c *gnmicv1alpha1.Cluster) {
 		Secret: &corev1.SecretVolumeSource{SecretName: targetTLSSecretName(c), Optional: &optional}}})
 	ctr := &tpl.Spec.Containers[0]
 	ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: "target-tls", MountPath: plan.TargetTLSDir, ReadOnly: true})
+}
+
+// keysRecord reads a profile → file → key record annotation of the target-tls Secret.
+func keysRecord(secret *corev1.Secret, annotation string) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	_ = json.Unmarshal([]byte(secret.Annotations[annotation]), &out)
+	return out
+}
+
+// recordOf is keys in the annotations' form ("namespace/name" → file → key).
+func recordOf(keys plan.TargetTLSKeys) map[string]map[string]string {
+	out := make(map[string]map[string]string, len(keys))
+	for profile, files := range keys {
+		out[profile.String()] = files
+	}
+	return out
 }

@@ -43,6 +43,10 @@ func TestChooseTargetTLS(t *testing.T) {
 			plan.TargetTLSCert: "lab_p_cccc_tls.crt"}, previous: previous, stored: bothStored,
 			added: map[string]int64{"lab_p_bbbb_ca.crt": now - 600, "lab_p_cccc_tls.crt": now - 10}, settle: 110 * time.Second},
 		"first time, just added": {wanted: newFiles, added: map[string]int64{"lab_p_bbbb_ca.crt": now - 1}, settle: 119 * time.Second},
+		"written by a version without digests: its unversioned file stays in use": {wanted: newFiles,
+			stored: map[string][]byte{"lab_p_ca.crt": []byte("CA-1"), "lab_p_bbbb_ca.crt": []byte("CA-1")},
+			added:  map[string]int64{"lab_p_bbbb_ca.crt": now - 5},
+			use:    map[string]string{plan.TargetTLSCA: "lab_p_ca.crt"}, settle: 115 * time.Second},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
