@@ -72,6 +72,13 @@ func TestCanaryImageTypoRollsBackAtProgressDeadline(t *testing.T) {
 		g.Expect(ad.Status.Stage).To(BeEmpty())
 		g.Expect(ad.Status.AbortedVersion).To(Equal(typo))
 	})
+	// The value acted on does not retry again.
+	g.Consistently(func(g Gomega) {
+		ad := r.get(g)
+		g.Expect(ad.Status.CanaryVersion).To(BeEmpty())
+		g.Expect(ad.Status.AbortedVersion).To(Equal(typo))
+		g.Expect(ad.Status.RetriedRollout).To(Equal("1"))
+	}, 3*time.Second, 250*time.Millisecond).Should(Succeed())
 
 	// The typo is fixed by fixing the typo.
 	r.startCanaryOfV2()

@@ -70,6 +70,11 @@ func Decide(spec Spec, st Status, obs Observation) Decision {
 		// is being repaired): the fail-safe counts continuous unreachability only.
 		d.st().PromUnreachableSince = time.Time{}
 	}
+	if st.Stage != StageIdle && spec.Retry != "" {
+		// A retry value seen while a canary runs asks for nothing yet: consumed, so that a rollback of this canary
+		// is not followed by a retry nobody asked for after it.
+		d.st().Retried = spec.Retry
+	}
 	switch st.Stage {
 	case StageProgressing:
 		d.progressing()

@@ -234,6 +234,24 @@ func TestDecideIdle(t *testing.T) {
 	}
 }
 
+// A retry-rollout value set while a canary runs is consumed there: when that canary is rolled back, it is not
+// retried by a value nobody set after the rollback.
+func TestRetryValueSeenDuringACanaryIsConsumed(t *testing.T) {
+	g := NewWithT(t)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	spec := canarySpec("v2")
+	spec.Retry = "stamped-by-ci"
+	st := pausedStatus(now)
+	d := Decide(spec, st, Observation{Now: now, StableImage: "v1", StableRolledOut: true, StableReplicas: 4})
+	g.Expect(d.Status.Retried).To(Equal("stamped-by-ci"))
+
+	// Later the canary was rolled back; the same value does not restart it.
+	rolledBack := Status{Phase: PhaseRolloutFailed, StableVersion: "v1", AbortedVersion: "v2", Retried: d.Status.Retried}
+	d = Decide(spec, rolledBack, Observation{Now: now, StableImage: "v1", StableRolledOut: true, StableReplicas: 4})
+	g.Expect(d.Actions).To(BeEmpty())
+	g.Expect(d.Status.AbortedVersion).To(Equal("v2"))
+}
+
 // pausedStatus is a canary at 25% in the pause step of canarySpec.
 func pausedStatus(start time.Time) Status {
 	return Status{Phase: PhaseRolloutInProgress, Stage: StageProgressing, StableVersion: "v1", CanaryVersion: "v2",
