@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"net"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,7 +24,18 @@ type devRegistry struct{ addr, token string }
 // devAgentDialEntries send every <service>.<namespace>.svc:<port> to 127.0.0.1:<port> (QUARTET_DEV_DIAL_MAP).
 const devAgentDialEntries = "*.svc:*=127.0.0.1"
 
-func newDevRegistry(addr string) *devRegistry { return &devRegistry{addr: addr, token: rand.Text()} }
+// newDevRegistry serves the registry on addr; port 0 is resolved to a free port first, so that the hints printed
+// (help) name the address the manager really listens on (the port is free when chosen; another process could take
+// it before the manager binds it, which a development stack can live with).
+func newDevRegistry(addr string) *devRegistry {
+	if host, port, err := net.SplitHostPort(addr); err == nil && port == "0" {
+		if ln, err := net.Listen("tcp", net.JoinHostPort(host, "0")); err == nil {
+			addr = ln.Addr().String()
+			_ = ln.Close()
+		}
+	}
+	return &devRegistry{addr: addr, token: rand.Text()}
+}
 
 func (d *devRegistry) managerOptions(o *manager.Options) {
 	o.RegistryBindAddress = d.addr

@@ -81,10 +81,11 @@ func (r *registryGate) serviceExistedAtDeregistration(ns, name string) []bool {
 }
 
 // Deleting an agent deregisters it while its Service still exists, under background and foreground propagation:
-// here the real garbage collector deletes the children (under Foreground at once, while the agent waits for its
-// own finalizer), so only a finalizer the operator holds on the Service keeps the agent reachable until its
-// registry entry is gone. While the registry refuses, the agent and its Service stay; once it answers, the
-// deregistration sees the Service, then both go.
+// here the real garbage collector deletes the children. Under Foreground it does so at once, while the agent
+// waits for its own finalizer, so only a finalizer the operator holds on the Service keeps the agent reachable
+// until its registry entry is gone — that case fails without it. Under Background the collector leaves the
+// children alone while the agent exists; that case checks the order holds there too. While the registry refuses,
+// the agent and its Service stay; once it answers, the deregistration sees the Service, then both go.
 func TestAgentIsDeregisteredBeforeItsServiceGoes(t *testing.T) {
 	for _, policy := range []metav1.DeletionPropagation{metav1.DeletePropagationForeground, metav1.DeletePropagationBackground} {
 		t.Run(string(policy), func(t *testing.T) {
