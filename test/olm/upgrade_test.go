@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -20,13 +21,17 @@ import (
 )
 
 // upgradeThroughCatalog publishes a next release in the catalog and lets OLM upgrade the Subscription to it: the
-// custom resources stay (same objects, status kept), the new manager runs from the new CSV's Deployment with the
-// certificate the new webhook configurations trust, and it reconciles a change made after the upgrade.
+// custom resources stay (same objects, every status exactly as before), the new manager runs from the new CSV's
+// Deployment with the certificate the new webhook configurations trust, and it reconciles both a change made while
+// no manager ran (during the upgrade) and one made after it.
 func upgradeThroughCatalog(t *testing.T, opm string, catalog *offlineCatalog, sub *operatorsv1alpha1.Subscription, m *asinstalled.Manager) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
-	before := sampleUIDs(g)
+	// OLM replaces the manager's pod during an upgrade: the old manager stops first (no manager runs until the
+	// new one starts), so nothing but the upgrade itself can touch the custom resources' status meanwhile.
+	g.Expect(m.Process.Stop()).To(Succeed())
+	before := sampleObjects(g)
 
 	nextDir := t.TempDir()
 	next, err := catalog.withNextRelease(opm, nextDir, "0.1.1")
@@ -38,6 +43,8 @@ func upgradeThroughCatalog(t *testing.T, opm string, catalog *offlineCatalog, su
 	patch := client.MergeFrom(source.DeepCopy())
 	source.Spec.Address = nextAddr
 	g.Expect(olmClient.Patch(ctx, source, patch)).To(Succeed())
+	// A change made while no manager runs must not be lost: a new device in the inventory.
+	addDevice(g, "leaf8", "192.0.2.18")
 
 	csv := &operatorsv1alpha1.ClusterServiceVersion{}
 	g.Eventually(func(g Gomega) {
@@ -53,34 +60,55 @@ func upgradeThroughCatalog(t *testing.T, opm string, catalog *offlineCatalog, su
 	g.Expect(dep.Spec.Template.Annotations).To(HaveKeyWithValue("quartet.dev/release", "0.1.1"), "the Deployment is the new CSV's")
 	g.Eventually(func(g Gomega) { webhooksTrustServingCert(g, csv) }).WithTimeout(time.Minute).Should(Succeed())
 
-	// The pod of the old release goes; the new one runs as the new Deployment says.
+	// The new release's CRDs are in place: every custom resource is the same object with the same status.
+	after := sampleObjects(g)
+	g.Expect(after).To(HaveLen(len(before)))
+	for key, was := range before {
+		now := after[key]
+		g.Expect(now).NotTo(BeNil(), key)
+		g.Expect(now.GetUID()).To(Equal(was.GetUID()), "%s is the same object after the upgrade", key)
+		g.Expect(now.Object["status"]).To(Equal(was.Object["status"]), "%s keeps its status through the upgrade", key)
+	}
+
+	// The new manager runs as the new Deployment says, and picks up the change made while none ran.
 	m.Restart(t, "manager-next")
 	m.ApplySamples(t)
 	m.WaitConverged(t)
-	g.Expect(sampleUIDs(g)).To(Equal(before), "every custom resource is the same object after the upgrade")
+	g.Eventually(func(g Gomega) { g.Expect(targetNames(g)).To(ContainElement(ContainSubstring("leaf8"))) }).
+		WithTimeout(2*time.Minute).Should(Succeed(), "the device added during the upgrade becomes a Target")
 
-	// A change after the upgrade is reconciled by the new manager: a new device in the inventory becomes a Target.
-	inventory := &corev1.ConfigMap{}
-	g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "device-inventory"}, inventory)).To(Succeed())
-	inventory.Data["devices.yaml"] += "- {hostname: leaf9, mgmt_ip: 192.0.2.19, site: ams}\n"
-	g.Expect(env.Client.Update(ctx, inventory)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		targets := &gnmicv1alpha1.TargetList{}
-		g.Expect(env.Client.List(ctx, targets, client.InNamespace("default"))).To(Succeed())
-		var names []string
-		for _, tg := range targets.Items {
-			names = append(names, tg.Name)
-		}
-		g.Expect(names).To(ContainElement(ContainSubstring("leaf9")))
-	}).WithTimeout(2 * time.Minute).Should(Succeed())
+	// A change after the upgrade is reconciled by the new manager too.
+	addDevice(g, "leaf9", "192.0.2.19")
+	g.Eventually(func(g Gomega) { g.Expect(targetNames(g)).To(ContainElement(ContainSubstring("leaf9"))) }).
+		WithTimeout(2 * time.Minute).Should(Succeed())
 	m.AssertNothingForbidden(t)
 }
 
-// sampleUIDs maps each object of config/samples to its UID.
-func sampleUIDs(g Gomega) map[string]types.UID {
+// addDevice adds a device to the sample TargetSource's inventory ConfigMap.
+func addDevice(g Gomega, hostname, ip string) {
+	ctx := context.Background()
+	inventory := &corev1.ConfigMap{}
+	g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "device-inventory"}, inventory)).To(Succeed())
+	inventory.Data["devices.yaml"] += "- {hostname: " + hostname + ", mgmt_ip: " + ip + ", site: ams}\n"
+	g.Expect(env.Client.Update(ctx, inventory)).To(Succeed())
+}
+
+// targetNames lists the names of the Targets in the samples' namespace.
+func targetNames(g Gomega) []string {
+	targets := &gnmicv1alpha1.TargetList{}
+	g.Expect(env.Client.List(context.Background(), targets, client.InNamespace("default"))).To(Succeed())
+	var names []string
+	for _, tg := range targets.Items {
+		names = append(names, tg.Name)
+	}
+	return names
+}
+
+// sampleObjects reads each object of config/samples as it is stored, by kind and namespace/name.
+func sampleObjects(g Gomega) map[string]*unstructured.Unstructured {
 	files, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "config", "samples", "*.yaml"))
 	g.Expect(err).NotTo(HaveOccurred())
-	uids := map[string]types.UID{}
+	objects := map[string]*unstructured.Unstructured{}
 	for _, file := range files {
 		if filepath.Base(file) == "kustomization.yaml" {
 			continue
@@ -94,9 +122,9 @@ func sampleUIDs(g Gomega) map[string]types.UID {
 				u.SetNamespace("default")
 			}
 			g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(u), u)).To(Succeed())
-			uids[u.GetKind()+" "+u.GetNamespace()+"/"+u.GetName()] = u.GetUID()
+			objects[u.GetKind()+" "+u.GetNamespace()+"/"+u.GetName()] = u
 		}
 	}
-	g.Expect(uids).NotTo(BeEmpty())
-	return uids
+	g.Expect(objects).NotTo(BeEmpty())
+	return objects
 }
