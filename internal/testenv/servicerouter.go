@@ -40,7 +40,9 @@ type ServiceRouter struct {
 
 	mu     sync.Mutex
 	routes map[ServicePort]string
-	byIP   map[string]ServicePort // ClusterIP:port → Service port, filled on demand
+	// byIP maps a ClusterIP:port, or a ready endpoint's address:port, to the Service ports behind it (several
+	// Services may select the same pod port); filled on demand.
+	byIP   map[string][]ServicePort
 	reader client.Reader
 }
 
@@ -51,7 +53,7 @@ func startServiceRouter(dir string) (*ServiceRouter, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &ServiceRouter{ln: ln, routes: map[ServicePort]string{}, byIP: map[string]ServicePort{}}
+	r := &ServiceRouter{ln: ln, routes: map[ServicePort]string{}, byIP: map[string][]ServicePort{}}
 	r.server = &http.Server{Handler: http.HandlerFunc(r.serveConnect), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = r.server.Serve(ln) }()
 	return r, nil
@@ -138,10 +140,10 @@ func (r *ServiceRouter) destination(ctx context.Context, target string) (string,
 		return local, nil
 	}
 	r.mu.Lock()
-	svc, known := r.byIP[net.JoinHostPort(host, port)]
+	services, known := r.byIP[net.JoinHostPort(host, port)]
 	r.mu.Unlock()
 	if known {
-		return "", fmt.Errorf("service %s (%s) has no local route: register one with ServiceRouter.Route", svc, target)
+		return "", fmt.Errorf("service %v (%s) has no local route: register one with ServiceRouter.Route", services, target)
 	}
 	return "", fmt.Errorf("%s is no Service port of this cluster", target)
 }
@@ -149,12 +151,12 @@ func (r *ServiceRouter) destination(ctx context.Context, target string) (string,
 func (r *ServiceRouter) lookup(target string) (string, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	svc, ok := r.byIP[target]
-	if !ok {
-		return "", false
+	for _, svc := range r.byIP[target] {
+		if local, ok := r.routes[svc]; ok {
+			return local, true
+		}
 	}
-	local, ok := r.routes[svc]
-	return local, ok
+	return "", false
 }
 
 // refresh rebuilds the ClusterIP and endpoint index from the API server (on a miss only: connections are long-lived).
@@ -169,14 +171,15 @@ func (r *ServiceRouter) refresh(ctx context.Context) error {
 	if err := reader.List(ctx, &services); err != nil {
 		return err
 	}
-	byIP := map[string]ServicePort{}
+	byIP := map[string][]ServicePort{}
 	for _, s := range services.Items {
 		for _, ip := range s.Spec.ClusterIPs {
 			if ip == "" || ip == corev1.ClusterIPNone {
 				continue
 			}
 			for _, p := range s.Spec.Ports {
-				byIP[net.JoinHostPort(ip, strconv.Itoa(int(p.Port)))] = ServicePort{s.Namespace, s.Name, p.Port}
+				addr := net.JoinHostPort(ip, strconv.Itoa(int(p.Port)))
+				byIP[addr] = append(byIP[addr], ServicePort{s.Namespace, s.Name, p.Port})
 			}
 		}
 	}
@@ -201,7 +204,8 @@ func (r *ServiceRouter) refresh(ctx context.Context) error {
 			}
 			for _, e := range slice.Endpoints {
 				for _, addr := range e.Addresses {
-					byIP[net.JoinHostPort(addr, strconv.Itoa(int(*p.Port)))] = svc
+					endpoint := net.JoinHostPort(addr, strconv.Itoa(int(*p.Port)))
+					byIP[endpoint] = append(byIP[endpoint], svc)
 				}
 			}
 		}
