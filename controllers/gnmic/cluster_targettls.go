@@ -144,7 +144,6 @@ func (r *ClusterReconciler) targetTLSPushed(ctx context.Context, c *gnmicv1alpha
 		}
 	}
 	raw, _ := json.Marshal(recordOf(d.inUse))
-	patch := client.MergeFromWithOptions(secret.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	changed := secret.Annotations[targetTLSPushedAnnotation] != string(raw)
 	if secret.Annotations == nil {
 		secret.Annotations = map[string]string{}
@@ -159,8 +158,9 @@ func (r *ClusterReconciler) targetTLSPushed(ctx context.Context, c *gnmicv1alpha
 	if !changed {
 		return nil
 	}
-	// A conflict (the Secret changed since) is retried by the reconcile's error path.
-	return client.IgnoreNotFound(r.Patch(ctx, secret, patch))
+	// An update (the verb the manager holds on Secrets) of the version just read: a conflict (the Secret changed
+	// since) is retried by the reconcile's error path.
+	return client.IgnoreNotFound(r.Update(ctx, secret))
 }
 
 // targetTLSChoice is which files each profile's targets use.
