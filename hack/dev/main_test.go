@@ -10,6 +10,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,6 +30,7 @@ func TestMakeDevConverges(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
+	adoptOrphans(t)
 	t.Cleanup(func() { expectNoChildProcesses(t) })
 
 	checked := false
@@ -57,6 +59,7 @@ func TestMakeDevNamesWhatDidNotConverge(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
+	adoptOrphans(t)
 	t.Cleanup(func() { expectNoChildProcesses(t) })
 	err := run(ctx, devConfig{
 		Dir:       t.TempDir(),
@@ -159,13 +162,21 @@ func sampleGenerations(ctx context.Context, t *testing.T, c client.Client, files
 }
 
 // expectNoChildProcesses: the control plane, the gitops git daemon and everything else run started are gone once
-// it returned (processes are waited for, so none lingers even as a zombie).
+// it returned (processes are waited for, so none lingers even as a zombie). The test process is made a child
+// subreaper (adoptOrphans), so a grandchild whose parent ended without stopping it is counted too.
 func expectNoChildProcesses(t *testing.T) {
 	NewWithT(t).Eventually(childProcesses).WithTimeout(30*time.Second).Should(BeEmpty(),
 		"processes this test started are still running")
 }
 
-// childProcesses lists "pid command" of every process whose parent is this one.
+// adoptOrphans makes this process the parent of any orphaned descendant (PR_SET_CHILD_SUBREAPER), so that
+// childProcesses sees processes whose own parent ended before them.
+func adoptOrphans(t *testing.T) {
+	NewWithT(t).Expect(unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)).To(Succeed())
+}
+
+// childProcesses lists "pid command" of every live process whose parent is this one (zombies, which have ended,
+// are left out: an adopted orphan is not waited for by anyone here).
 func childProcesses() ([]string, error) {
 	self := strconv.Itoa(os.Getpid())
 	stats, err := filepath.Glob("/proc/[0-9]*/stat")
@@ -184,7 +195,7 @@ func childProcesses() ([]string, error) {
 			continue
 		}
 		fields := strings.Fields(string(data[end+1:]))
-		if len(fields) >= 2 && fields[1] == self {
+		if len(fields) >= 2 && fields[1] == self && fields[0] != "Z" {
 			children = append(children, strings.TrimSpace(string(data[:end+1])))
 		}
 	}
