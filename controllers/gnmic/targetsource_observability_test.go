@@ -103,6 +103,10 @@ func TestTargetSourceEventsAndMetrics(t *testing.T) {
 
 	// Metrics: two failures (stalled twice), two successes, one fetch failure, every run timed; the last
 	// success is the injected clock's time; the Target counts are those of the last run that got that far.
+	// The run's counter is incremented after its status and events are written, so wait for it.
+	g.Eventually(func(g Gomega) {
+		g.Expect(tsMetric(g, "gnmic_operator_targetsource_sync_total", key, "result")["success"].GetCounter().GetValue()).To(Equal(2.0))
+	}).Should(Succeed())
 	total := tsMetric(g, "gnmic_operator_targetsource_sync_total", key, "result")
 	g.Expect(total["success"].GetCounter().GetValue()).To(Equal(2.0))
 	g.Expect(total["failure"].GetCounter().GetValue()).To(BeNumerically(">=", 3.0))

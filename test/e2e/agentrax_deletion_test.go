@@ -10,7 +10,6 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -92,15 +91,7 @@ func TestAgentIsDeregisteredBeforeItsServiceGoes(t *testing.T) {
 			g := NewWithT(t)
 			ctx := context.Background()
 			ns := namespace(t)
-			g.Expect(env.Client.Create(ctx, &agentraxv1alpha1.TenantQuota{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "quota"},
-				Spec:       agentraxv1alpha1.TenantQuotaSpec{MaxAgents: 5, MaxTotalReplicas: 20, MaxReplicasPerAgent: 10},
-			})).To(Succeed())
-			g.Eventually(func(g Gomega) {
-				tq := &agentraxv1alpha1.TenantQuota{}
-				g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "quota"}, tq)).To(Succeed())
-				g.Expect(meta.IsStatusConditionTrue(tq.Status.Conditions, agentraxv1alpha1.ConditionLedgerReady)).To(BeTrue())
-			}).Should(Succeed())
+			createQuota(g, ns, agentraxv1alpha1.TenantQuotaSpec{MaxAgents: 5, MaxTotalReplicas: 20, MaxReplicasPerAgent: 10})
 			ad := &agentraxv1alpha1.AgentDeployment{
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "leaving"},
 				Spec: agentraxv1alpha1.AgentDeploymentSpec{

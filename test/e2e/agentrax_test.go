@@ -23,15 +23,7 @@ func TestAgentRunsThroughTheRealControllers(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := namespace(t)
-	g.Expect(env.Client.Create(ctx, &agentraxv1alpha1.TenantQuota{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "quota"},
-		Spec:       agentraxv1alpha1.TenantQuotaSpec{MaxAgents: 5, MaxGPUs: 8, MaxTotalReplicas: 20, MaxReplicasPerAgent: 10},
-	})).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		tq := &agentraxv1alpha1.TenantQuota{}
-		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "quota"}, tq)).To(Succeed())
-		g.Expect(meta.IsStatusConditionTrue(tq.Status.Conditions, agentraxv1alpha1.ConditionLedgerReady)).To(BeTrue())
-	}).Should(Succeed())
+	createQuota(g, ns, agentraxv1alpha1.TenantQuotaSpec{MaxAgents: 5, MaxGPUs: 8, MaxTotalReplicas: 20, MaxReplicasPerAgent: 10})
 	ad := &agentraxv1alpha1.AgentDeployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "planner"},
 		Spec: agentraxv1alpha1.AgentDeploymentSpec{
@@ -77,6 +69,19 @@ func TestAgentRunsThroughTheRealControllers(t *testing.T) {
 		g.Expect(active.Message).To(ContainSubstring("app_kubernetes_io_name: planner"))
 		g.Expect(active.Message).To(ContainSubstring("namespace: " + ns))
 	}).WithTimeout(time.Minute).Should(Succeed())
+}
+
+// createQuota creates the TenantQuota "quota" in ns and waits until its ledger is built (admission reserves only
+// then).
+func createQuota(g Gomega, ns string, spec agentraxv1alpha1.TenantQuotaSpec) {
+	ctx := context.Background()
+	g.Expect(env.Client.Create(ctx, &agentraxv1alpha1.TenantQuota{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "quota"}, Spec: spec})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		tq := &agentraxv1alpha1.TenantQuota{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "quota"}, tq)).To(Succeed())
+		g.Expect(meta.IsStatusConditionTrue(tq.Status.Conditions, agentraxv1alpha1.ConditionLedgerReady)).To(BeTrue())
+	}).Should(Succeed())
 }
 
 func findHPACondition(hpa *autoscalingv2.HorizontalPodAutoscaler, t autoscalingv2.HorizontalPodAutoscalerConditionType) *autoscalingv2.HorizontalPodAutoscalerCondition {
