@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -245,10 +246,15 @@ func TestClusterScaleOutRebalancesWithMinimalMoves(t *testing.T) {
 	before := placedPods(g, ns, "edge")
 
 	// Scale through the scale subresource, as kubectl scale or an autoscaler would.
-	scale := &autoscalingv1.Scale{}
-	g.Expect(env.Client.SubResource("scale").Get(ctx, c, scale)).To(Succeed())
-	scale.Spec.Replicas = 3
-	g.Expect(env.Client.SubResource("scale").Update(ctx, c, client.WithSubResourceBody(scale))).To(Succeed())
+	// The controller writes the Cluster's status meanwhile, so a conflict is retried, as kubectl scale would be.
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		scale := &autoscalingv1.Scale{}
+		if err := env.Client.SubResource("scale").Get(ctx, c, scale); err != nil {
+			return err
+		}
+		scale.Spec.Replicas = 3
+		return env.Client.SubResource("scale").Update(ctx, c, client.WithSubResourceBody(scale))
+	})).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		expectServersHoldPlacement(g, ns, "edge", servers, names)
 		g.Expect(servers[2].TargetNames()).NotTo(BeEmpty())
