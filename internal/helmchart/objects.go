@@ -72,6 +72,12 @@ func templatize(obj map[string]any, webhooks webhookNames) (*template, error) {
 		t.condition = ".Values.monitoring.serviceMonitor.enabled"
 	case "PrometheusRule":
 		t.condition = ".Values.monitoring.prometheusRules.enabled"
+	case "ConfigMap":
+		if labels, _ := dig(obj, "metadata", "labels").(map[string]any); labels["grafana_dashboard"] == "1" {
+			t.condition = ".Values.monitoring.grafanaDashboards.enabled"
+			// The sidecar imports dashboards from the namespaces it watches, often not the operator's.
+			mapAt(obj, "metadata")["namespace"] = t.Inline("{{ .Values.monitoring.grafanaDashboards.namespace | default .Release.Namespace }}")
+		}
 	case "ClusterRoleBinding":
 		// OpenShift's cluster Prometheus may read the metrics only when the chart is told to set monitoring up.
 		if strings.HasSuffix(name(obj), "metrics-reader-prometheus") {

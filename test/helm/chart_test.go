@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
 
 	"github.com/quartet-dev/quartet-operator/internal/helmchart"
 	"github.com/quartet-dev/quartet-operator/internal/manager"
@@ -253,6 +256,15 @@ func TestValuesReachTheObjects(t *testing.T) {
 	}
 	g.Expect(find(rendered, "NetworkPolicy", "quartet-operator-allow-webhook-traffic")).NotTo(BeNil())
 	g.Expect(find(rendered, "ServiceMonitor", "quartet-operator-controller-manager-metrics-monitor")).NotTo(BeNil())
+	for _, group := range []string{"fleet", "gnmic", "agentrax", "gitops"} {
+		g.Expect(find(rendered, "PrometheusRule", "quartet-operator-"+group+"-alerts")).NotTo(BeNil(), group)
+		dashboard := find(rendered, "ConfigMap", "quartet-operator-"+group+"-grafana-dashboard")
+		g.Expect(dashboard).NotTo(BeNil(), group)
+		g.Expect(dashboard.GetNamespace()).To(Equal(dashboardNamespace), "dashboards go where the Grafana sidecar looks")
+		g.Expect(dashboard.GetLabels()).To(HaveKeyWithValue("grafana_dashboard", "1"))
+		source := readObject(t, filepath.Join(testenv.RepoRoot(), "config", "components", group+"-grafana-dashboard", "dashboard-configmap.yaml"))
+		g.Expect(dashboard.Object["data"]).To(Equal(source.Object["data"]), "the dashboard JSON reaches the ConfigMap as it is (Grafana's {{legend}} braces too)")
+	}
 
 	// A user's ClusterIssuer replaces the chart's self-signed Issuer.
 	rendered, err = render(t, clusterIssuerValues())
@@ -310,4 +322,14 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 func sortedKeys(m map[string]map[string]any) []string {
 	return slices.Sorted(maps.Keys(m))
+}
+
+// readObject reads a one-object YAML file.
+func readObject(t *testing.T, path string) *unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	obj := map[string]any{}
+	NewWithT(t).Expect(yaml.Unmarshal(data, &obj)).To(Succeed())
+	return &unstructured.Unstructured{Object: obj}
 }

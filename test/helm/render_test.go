@@ -32,6 +32,8 @@ import (
 const (
 	releaseName      = "quartet"
 	releaseNamespace = "quartet-helm"
+	// dashboardNamespace is where the non-default values put the Grafana dashboards.
+	dashboardNamespace = "monitoring"
 )
 
 func chartDir() string { return filepath.Join(testenv.RepoRoot(), helmchart.ChartDir) }
@@ -142,7 +144,11 @@ func nonDefaultValues(t *testing.T) map[string]any {
 			"caBundle":   base64.StdEncoding.EncodeToString(selfSignedCA(t)),
 		}},
 		"networkPolicy": map[string]any{"enabled": true},
-		"monitoring":    map[string]any{"serviceMonitor": map[string]any{"enabled": true}},
+		"monitoring": map[string]any{
+			"serviceMonitor":    map[string]any{"enabled": true},
+			"prometheusRules":   map[string]any{"enabled": true},
+			"grafanaDashboards": map[string]any{"enabled": true, "namespace": dashboardNamespace},
+		},
 	}
 }
 
