@@ -59,6 +59,9 @@ OPERATOR_SDK := $(LOCALBIN)/operator-sdk-$(OPERATOR_SDK_VERSION)
 SCORECARD_TEST := $(LOCALBIN)/scorecard-test-$(OPERATOR_SDK_VERSION)
 OPM_VERSION := v1.59.0
 OPM := $(LOCALBIN)/opm-$(OPM_VERSION)
+# Our catalog template renderer, built from the same wrapper module (see the catalogrender target).
+CATALOG_RENDER_HASH := $(shell cat hack/tools/operator-sdk/catalogrender/*.go hack/tools/operator-sdk/go.mod hack/tools/operator-sdk/go.sum | sha256sum | cut -c1-12)
+CATALOG_RENDER := $(LOCALBIN)/catalogrender-$(CATALOG_RENDER_HASH)
 GOLANGCI_LINT := $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 BUF := $(LOCALBIN)/buf-$(BUF_VERSION)
 PROTOC_GEN_GO := $(LOCALBIN)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)
@@ -120,7 +123,7 @@ verify: $(CONTROLLER_GEN) $(GOLANGCI_LINT) $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_
 test: verify unit-test ## verify, then every test (unit, fuzz seeds and envtest suites).
 
 .PHONY: unit-test
-unit-test: envtest gnmic prometheus-adapter olm $(OPM) $(SCORECARD_TEST) ## Run the tests (envtest suites included, the OLM install of test/olm too) without verify.
+unit-test: envtest gnmic prometheus-adapter olm $(OPM) $(CATALOG_RENDER) $(SCORECARD_TEST) ## Run the tests (envtest suites included, the OLM install of test/olm too) without verify.
 	hack/ensure-prometheus.sh
 	go test ./... -count=1 -timeout 20m
 
@@ -227,14 +230,14 @@ undeploy: $(KUSTOMIZE) envtest ## Remove the operator from the current cluster.
 ##@ OLM
 
 .PHONY: bundle
-bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) $(OPM) ## Generate and validate the OLM bundle under bundle/ and the file-based catalog under catalog/.
+bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) $(OPM) $(CATALOG_RENDER) ## Generate and validate the OLM bundle under bundle/ and the file-based catalog under catalog/.
 	VERSION=$(VERSION) IMG=$(IMG) BUNDLE_IMG=$(BUNDLE_IMG) CHANNELS=$(CHANNELS) DEFAULT_CHANNEL=$(DEFAULT_CHANNEL) \
-		KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) OPM=$(OPM) hack/bundle.sh
+		KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) OPM=$(OPM) CATALOG_RENDER=$(CATALOG_RENDER) hack/bundle.sh
 
 .PHONY: release-freeze
-release-freeze: bundle ## Keep this VERSION's bundle in the catalog for good (config/catalog/releases); then bump VERSION.
+release-freeze: bundle ## Keep this VERSION's bundle in the catalog for good (config/catalog/releases); then bump VERSION and add the next one to config/catalog/template.yaml.
 	VERSION=$(VERSION) IMG=$(IMG) BUNDLE_IMG=$(BUNDLE_IMG) CHANNELS=$(CHANNELS) DEFAULT_CHANNEL=$(DEFAULT_CHANNEL) \
-		KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) OPM=$(OPM) hack/bundle.sh freeze
+		KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) OPM=$(OPM) CATALOG_RENDER=$(CATALOG_RENDER) hack/bundle.sh freeze
 
 .PHONY: bundle-build
 bundle-build: ## Build the bundle image.
@@ -255,7 +258,7 @@ catalog-push: ## Push the catalog image.
 ##@ Tools (built from Go modules into $(TOOLS_DIR), linked into bin/)
 
 .PHONY: tools
-tools: $(CONTROLLER_GEN) $(KUSTOMIZE) $(OPERATOR_SDK) $(SCORECARD_TEST) $(OPM) $(GOLANGCI_LINT) $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) ## Build every tool.
+tools: $(CONTROLLER_GEN) $(KUSTOMIZE) $(OPERATOR_SDK) $(SCORECARD_TEST) $(OPM) $(CATALOG_RENDER) $(GOLANGCI_LINT) $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) ## Build every tool.
 
 # go-install-tool builds $(2)@$(3) into the cache as $(1)-$(3) unless it is there, then links bin/$(1)-$(3) and
 # bin/$(1) to it. Each build stages in a directory of its own and ends in a rename, so checkouts (worktrees) sharing
@@ -344,6 +347,19 @@ $(SCORECARD_TEST):
 		cd hack/tools/operator-sdk && CGO_ENABLED=0 go build -tags containers_image_openpgp -trimpath \
 			-o "$(TOOLS_DIR)/scorecard-test-$(OPERATOR_SDK_VERSION)" github.com/operator-framework/operator-sdk/images/scorecard-test; }
 	@mkdir -p $(LOCALBIN) && ln -sf "$(TOOLS_DIR)/scorecard-test-$(OPERATOR_SDK_VERSION)" "$@"
+
+# catalogrender (our own code in the same wrapper module) renders config/catalog/template.yaml with opm's template
+# library at the pinned version, without pulling bundle images; cached per content of its source and the module
+# (CATALOG_RENDER is set beside OPM above).
+.PHONY: catalogrender
+catalogrender: $(CATALOG_RENDER)
+$(CATALOG_RENDER):
+	@[ -x "$(TOOLS_DIR)/catalogrender-$(CATALOG_RENDER_HASH)" ] || { \
+		echo "building catalogrender from hack/tools/operator-sdk"; \
+		cd hack/tools/operator-sdk && CGO_ENABLED=0 go build -tags containers_image_openpgp -trimpath \
+			-o "$(TOOLS_DIR)/catalogrender-$(CATALOG_RENDER_HASH)" ./catalogrender; }
+	@mkdir -p $(LOCALBIN) && ln -sf "$(TOOLS_DIR)/catalogrender-$(CATALOG_RENDER_HASH)" "$@" && \
+		ln -sf "catalogrender-$(CATALOG_RENDER_HASH)" "$(LOCALBIN)/catalogrender"
 
 # opm (file-based catalogs) comes from the same wrapper module, so it shares operator-sdk's dependency versions.
 OPM_LDFLAGS := -X github.com/operator-framework/operator-registry/cmd/opm/version.opmVersion=$(OPM_VERSION)

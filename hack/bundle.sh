@@ -16,6 +16,7 @@ cd "$(git rev-parse --show-toplevel)"
 : "${KUSTOMIZE:=bin/kustomize}"
 : "${OPERATOR_SDK:=bin/operator-sdk}"
 : "${OPM:=bin/opm}"
+: "${CATALOG_RENDER:=bin/catalogrender}"
 # The opm image that serves the catalog; its tag follows the opm the catalog is rendered with.
 : "${OPM_BASE_IMAGE:=quay.io/operator-framework/opm:v1.59.0}"
 
@@ -83,52 +84,28 @@ if grep -Eq 'level=(warning|error)' <<<"$out"; then
 	fail "bundle validation reported warnings"
 fi
 
-# 6. The file-based catalog: the package, one channel per entry in CHANNELS listing every release, and the bundles.
-#    Released bundles are kept as rendered in config/catalog/releases/<version>.yaml (`make release-freeze`
-#    writes them; opm's basic and semver templates would need to pull each released bundle image, which an offline
-#    build cannot); the current one is rendered from bundle/ (olm.csv.metadata instead of the manifests inlined; OLM
-#    unpacks the bundle image to install). Each entry replaces the one before it and skips every version from it.
+# 6. The file-based catalog, rendered from the committed opm basic template config/catalog/template.yaml by opm's
+#    own template code (catalogrender). Bundle images are not pulled: the bundle being built is read from
+#    bundle.Dockerfile as opm would read the built image, and each released one from the document `make
+#    release-freeze` rendered when it was cut (config/catalog/releases/<version>.yaml); olm.csv.metadata instead of
+#    the manifests inlined (OLM unpacks the bundle image to install).
 releases=config/catalog/releases
-render_current() {
-	"$OPM" render ./bundle --alpha-image-ref-template="$BUNDLE_IMG" --migrate-level=bundle-object-to-csv-metadata \
-		--output=yaml
+render() {
+	"$CATALOG_RENDER" --bundle-image="$BUNDLE_IMG" --bundle-dockerfile=bundle.Dockerfile --bundle-context=. \
+		--migrate-level=bundle-object-to-csv-metadata "$@"
 }
 if [ "${1:-}" = freeze ]; then
 	mkdir -p "$releases"
 	[ -e "$releases/${VERSION}.yaml" ] && fail "$releases/${VERSION}.yaml exists: bump VERSION for the next release"
-	render_current >"$releases/${VERSION}.yaml"
+	render --bundle-only >"$releases/${VERSION}.yaml"
 	go run ./hack/crdsurface bundle/manifests >"$releases/${VERSION}.crds.json"
-	echo "bundle.sh: froze ${VERSION} into $releases; now bump VERSION (Makefile) and createdAt (CSV base)"
+	echo "bundle.sh: froze ${VERSION} into $releases; now bump VERSION (Makefile) and createdAt (CSV base), and add"
+	echo "the next version to config/catalog/template.yaml (docs/install.md, Releasing)"
 	exit 0
 fi
-released=()
-[ -d "$releases" ] && mapfile -t released < <(find "$releases" -maxdepth 1 -name '*.yaml' -printf '%f\n' | sed 's/\.yaml$//')
-mapfile -t versions < <(printf '%s\n' "${released[@]}" "$VERSION" | sed '/^$/d' | sort -uV)
-[ "${versions[-1]}" = "$VERSION" ] || fail "VERSION ${VERSION} is older than the released ${versions[-1]}"
 rm -rf catalog
 mkdir -p "catalog/${package}"
-{
-	"$OPM" init "$package" --default-channel="$DEFAULT_CHANNEL" --icon=docs/images/quartet-icon.svg \
-		--description=config/manifests/catalog-description.md --output=yaml
-	IFS=, read -ra channels <<<"$CHANNELS"
-	for channel in "${channels[@]}"; do
-		printf -- '---\nschema: olm.channel\npackage: %s\nname: %s\nentries:\n' "$package" "$channel"
-		prev=""
-		for v in "${versions[@]}"; do
-			printf -- '- name: %s.v%s\n' "$package" "$v"
-			[ -n "$prev" ] && printf -- '  replaces: %s.v%s\n  skipRange: ">=%s <%s"\n' "$package" "$prev" "$prev" "$v"
-			prev=$v
-		done
-	done
-	for v in "${versions[@]}"; do
-		if [ -e "$releases/${v}.yaml" ]; then
-			printf -- '---\n'
-			sed '1{/^---$/d}' "$releases/${v}.yaml"
-		else
-			render_current
-		fi
-	done
-} >"catalog/${package}/index.yaml"
+render --template=config/catalog/template.yaml --frozen="$releases" >"catalog/${package}/index.yaml"
 "$OPM" validate catalog
 rm -f catalog.Dockerfile
 "$OPM" generate dockerfile catalog --base-image="$OPM_BASE_IMAGE" --builder-image="$OPM_BASE_IMAGE" >/dev/null

@@ -1,4 +1,4 @@
-// Module operator-sdk pins the operator-sdk CLI (v1.42.2) and opm (operator-registry v1.59.0) for bundle and catalog generation/validation; build with -tags containers_image_openpgp.
+// Module operator-sdk pins the operator-sdk CLI (v1.42.2) and opm (operator-registry v1.59.0) for bundle and catalog generation/validation, and holds catalogrender (our catalog template renderer on that opm); build with -tags containers_image_openpgp.
 module github.com/quartet-dev/quartet-operator/hack/tools/operator-sdk
 
 go 1.26.0
@@ -6,6 +6,11 @@ go 1.26.0
 tool (
 	github.com/operator-framework/operator-registry/cmd/opm
 	github.com/operator-framework/operator-sdk/cmd/operator-sdk
+)
+
+require (
+	github.com/operator-framework/operator-registry v1.59.0
+	github.com/sirupsen/logrus v1.9.4
 )
 
 require (
@@ -146,7 +151,6 @@ require (
 	github.com/operator-framework/ansible-operator-plugins v1.42.2 // indirect
 	github.com/operator-framework/api v0.34.0 // indirect
 	github.com/operator-framework/operator-manifest-tools v0.10.0 // indirect
-	github.com/operator-framework/operator-registry v1.59.0 // indirect
 	github.com/operator-framework/operator-sdk v1.42.2 // indirect
 	github.com/otiai10/copy v1.14.1 // indirect
 	github.com/otiai10/mint v1.6.3 // indirect
@@ -169,7 +173,6 @@ require (
 	github.com/sigstore/fulcio v1.8.5 // indirect
 	github.com/sigstore/protobuf-specs v0.5.0 // indirect
 	github.com/sigstore/sigstore v1.10.4 // indirect
-	github.com/sirupsen/logrus v1.9.4 // indirect
 	github.com/smallstep/pkcs7 v0.2.1 // indirect
 	github.com/sourcegraph/conc v0.3.1-0.20240121214520-5f936abd7ae8 // indirect
 	github.com/spf13/afero v1.15.0 // indirect
