@@ -13,6 +13,8 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/quartet-dev/quartet-operator/internal/crdcompat"
 )
 
 // The catalog's source, rendered into catalog/ by `make bundle` (hack/bundle.sh).
@@ -107,6 +109,18 @@ func TestReleaseThroughTheTemplate(t *testing.T) {
 	g.Expect(os.WriteFile(filepath.Join(nextCtx, "bundle.Dockerfile"), dockerfile, 0o644)).To(Succeed())
 	csvPath := filepath.Join(nextCtx, "bundle", "manifests", packageName+".clusterserviceversion.yaml")
 	reversion(t, csvPath, next)
+
+	// The CRD guard of the release (TestCRDsKeepWhatReleasesPromised) on these two real bundles: the copy keeps
+	// every field; one field removed from the next bundle is named.
+	released, err := crdcompat.ReadDir(repoPath("bundle", "manifests"))
+	g.Expect(err).NotTo(HaveOccurred())
+	nextCRDs, err := crdcompat.ReadDir(filepath.Join(nextCtx, "bundle", "manifests"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(crdcompat.Dropped(crdcompat.Of(released), crdcompat.Of(nextCRDs))).To(BeEmpty())
+	crd := &nextCRDs[0]
+	delete(crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties, "spec")
+	g.Expect(crdcompat.Dropped(crdcompat.Of(released), crdcompat.Of(nextCRDs))).To(ContainElement(
+		fmt.Sprintf("CRD %s %s: field spec is gone", crd.Name, crd.Spec.Versions[0].Name)))
 
 	// 3. The template with the next release added as docs/install.md says.
 	tmpl := template(t)
