@@ -183,6 +183,7 @@ func TestClusterPushesPlacedTargetsToCollectors(t *testing.T) {
 			g.Expect(st.ConnectionState).To(Equal("READY"), tg.Name)
 			g.Expect(st.Subscriptions).To(Equal(map[string]string{ns + "/core-telemetry/ifaces": "running"}))
 			g.Expect(tg.Status.ConnectionState).To(Equal(gnmicv1alpha1.ConnectionStateReady))
+			g.Expect(meta.IsStatusConditionTrue(tg.Status.Conditions, gnmicv1alpha1.TargetConditionReady)).To(BeTrue(), tg.Name)
 		}
 	}).Should(Succeed())
 	g.Eventually(func(g Gomega) {
@@ -207,6 +208,12 @@ func TestClusterPushesPlacedTargetsToCollectors(t *testing.T) {
 		g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: strings.TrimPrefix(failing, ns+"/")}, tg)).To(Succeed())
 		g.Expect(tg.Status.ClusterStates["core"].FailedReason).To(Equal("connection refused"))
 		g.Expect(tg.Status.ConnectionState).To(Equal(gnmicv1alpha1.ConnectionStateDegraded))
+		ready := meta.FindStatusCondition(tg.Status.Conditions, gnmicv1alpha1.TargetConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(ready.Reason).To(Equal(gnmicv1alpha1.ReasonTargetDegraded))
+		g.Expect(ready.Message).To(ContainSubstring("Cluster core: failed"))
+		g.Expect(ready.Message).To(ContainSubstring("connection refused"))
 	}).Should(Succeed())
 
 	// Steady state: no more applies.

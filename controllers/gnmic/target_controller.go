@@ -32,7 +32,7 @@ const TargetControllerName = "gnmic-target"
 // the whole namespace.
 const targetProfileField = "spec.profile"
 
-// TargetReconciler keeps a Target's status summary and ProfileResolved condition current.
+// TargetReconciler keeps a Target's status summary and its ProfileResolved and Ready conditions current.
 type TargetReconciler struct {
 	client.Client
 	Recorder recorder.EventRecorder
@@ -87,9 +87,13 @@ func (r *TargetReconciler) resolveProfile(ctx context.Context, target *gnmicv1al
 	return nil
 }
 
-// summarizeClusters derives status.clusters and status.connectionState from status.clusterStates.
+// summarizeClusters derives status.clusters, status.connectionState and the Ready condition from
+// status.clusterStates and ProfileResolved.
 func (r *TargetReconciler) summarizeClusters(_ context.Context, target *gnmicv1alpha1.Target) error {
 	target.Status.Clusters, target.Status.ConnectionState = targetstatus.Summarize(target.Status.ClusterStates)
+	resolved := meta.IsStatusConditionTrue(target.Status.Conditions, gnmicv1alpha1.TargetConditionProfileResolved)
+	meta.SetStatusCondition(&target.Status.Conditions,
+		targetstatus.Ready(target.Generation, resolved, target.Spec.Profile, target.Status.ClusterStates))
 	return nil
 }
 

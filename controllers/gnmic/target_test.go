@@ -151,6 +151,10 @@ func TestTargetProfileResolution(t *testing.T) {
 		g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(cond.Reason).To(Equal(gnmicv1alpha1.ReasonProfileNotFound))
 		g.Expect(tgt.Status.ObservedGeneration).To(Equal(tgt.Generation))
+		ready := meta.FindStatusCondition(tgt.Status.Conditions, gnmicv1alpha1.TargetConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(ready.Reason).To(Equal(gnmicv1alpha1.ReasonProfileNotFound))
 	}).Should(Succeed())
 	g.Eventually(func(g Gomega) {
 		events := &eventsv1.EventList{}
@@ -167,6 +171,11 @@ func TestTargetProfileResolution(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tgt), tgt)).To(Succeed())
 		g.Expect(meta.IsStatusConditionTrue(tgt.Status.Conditions, gnmicv1alpha1.TargetConditionProfileResolved)).To(BeTrue())
+		// Resolved but selected by no Pipeline: not Ready, and the reason says why.
+		ready := meta.FindStatusCondition(tgt.Status.Conditions, gnmicv1alpha1.TargetConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(ready.Reason).To(Equal(gnmicv1alpha1.ReasonTargetNotCollected))
 	}).Should(Succeed())
 
 	// The profile counts the Targets that use it, following a Target that switches profile.

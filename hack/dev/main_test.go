@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	fleetv1alpha1 "github.com/quartet-dev/quartet-operator/apis/fleet/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
 )
 
@@ -46,6 +49,7 @@ func TestMakeDevConverges(t *testing.T) {
 			g.Expect(s.kubeconfig).To(BeAnExistingFile())
 			expectSamplePodsRunOnSimulatedNodes(ctx, t, s.env.Client)
 			expectReapplyingSamplesIsANoOp(ctx, t, s)
+			expectEverySampleReportsReadyForItsGeneration(ctx, t, s.env.Client)
 			checked = true
 		},
 	})
@@ -122,6 +126,92 @@ func expectReapplyingSamplesIsANoOp(ctx context.Context, t *testing.T, s *devSta
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(again).To(Equal(s.applied))
 	g.Expect(sampleGenerations(ctx, t, s.env.Client, files)).To(Equal(before))
+}
+
+// expectEverySampleReportsReadyForItsGeneration: every kind has a status with observedGeneration and a Ready
+// condition, and every sample reaches Ready=True for its current generation — read generically from each object,
+// so a kind that writes no such status fails here, whatever its own steady state says.
+func expectEverySampleReportsReadyForItsGeneration(ctx context.Context, t *testing.T, c client.Client) {
+	g := NewWithT(t)
+	kinds := map[string]bool{}
+	var samples []*unstructured.Unstructured
+	for _, file := range sampleFiles(t) {
+		objs, err := testenv.ReadObjects(file)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, u := range objs {
+			namespaced, err := c.IsObjectNamespaced(u)
+			g.Expect(err).NotTo(HaveOccurred())
+			if namespaced && u.GetNamespace() == "" {
+				u.SetNamespace("default")
+			}
+			kinds[u.GroupVersionKind().GroupKind().String()] = true
+			samples = append(samples, u)
+		}
+	}
+	// Every kind of every group has a sample, so none escapes the check.
+	g.Expect(kinds).To(Equal(operatorKinds(t)))
+	// The ExternalAttributeSync sample reads a public URL that does not resolve here (make dev adds
+	// dev-file-source, reading a local file, which must be Ready): it must say so, for its generation.
+	notReadyAsExpected := map[string]string{"ExternalAttributeSync default/cmdb-racks": fleetv1alpha1.ReasonSourceFailed}
+	devSync := &unstructured.Unstructured{}
+	devSync.SetGroupVersionKind(fleetv1alpha1.GroupVersion.WithKind("ExternalAttributeSync"))
+	devSync.SetNamespace("default")
+	devSync.SetName("dev-file-source")
+	samples = append(samples, devSync)
+	g.Eventually(func(g Gomega) {
+		var notReady []string
+		for _, u := range samples {
+			name := u.GetKind() + " " + u.GetNamespace() + "/" + u.GetName()
+			live := &unstructured.Unstructured{}
+			live.SetGroupVersionKind(u.GroupVersionKind())
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(u), live)).To(Succeed())
+			observed, found, _ := unstructured.NestedInt64(live.Object, "status", "observedGeneration")
+			if !found || observed != live.GetGeneration() {
+				notReady = append(notReady, fmt.Sprintf("%s: status.observedGeneration %d (found: %t), generation %d",
+					name, observed, found, live.GetGeneration()))
+				continue
+			}
+			conditions, _, _ := unstructured.NestedSlice(live.Object, "status", "conditions")
+			want := map[string]any{"type": "Ready", "status": "True"}
+			if reason, ok := notReadyAsExpected[name]; ok {
+				want = map[string]any{"type": "Ready", "status": "False", "reason": reason}
+			}
+			if !slices.ContainsFunc(conditions, func(c any) bool { return hasFields(c, want) }) {
+				notReady = append(notReady, fmt.Sprintf("%s: no condition %v in %v", name, want, conditions))
+			}
+		}
+		g.Expect(notReady).To(BeEmpty())
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+}
+
+// hasFields: obj is a map holding every key of want with the same value.
+func hasFields(obj any, want map[string]any) bool {
+	m, _ := obj.(map[string]any)
+	for k, v := range want {
+		if m[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// operatorKinds are the group/kinds of the operator's CRDs (config/crd/bases).
+func operatorKinds(t *testing.T) map[string]bool {
+	g := NewWithT(t)
+	files, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "config", "crd", "bases", "*.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	kinds := map[string]bool{}
+	for _, file := range files {
+		crds, err := testenv.ReadObjects(file)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, crd := range crds {
+			group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+			kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
+			kinds[kind+"."+group] = true
+		}
+	}
+	g.Expect(kinds).To(HaveLen(len(files)))
+	return kinds
 }
 
 // sampleFiles are the files config/samples/kustomization.yaml lists.

@@ -20,6 +20,16 @@ const (
 	ReasonProfileFound = "ProfileFound"
 	// ReasonProfileNotFound is the ProfileResolved reason when the TargetProfile does not exist.
 	ReasonProfileNotFound = "ProfileNotFound"
+	// TargetConditionReady is True when the profile resolves and every cluster holding the target reports it
+	// running with a READY connection.
+	TargetConditionReady = "Ready"
+	// ReasonTargetConnected is the Ready reason when every cluster holding the target has it running and READY.
+	ReasonTargetConnected = "Connected"
+	// ReasonTargetNotCollected is the Ready reason when no cluster holds the target yet: no enabled GnmicPipeline
+	// selects it, or its Cluster has not placed it on a collector.
+	ReasonTargetNotCollected = "NotCollected"
+	// ReasonTargetDegraded is the Ready reason when a cluster holding the target reports it not running or not READY.
+	ReasonTargetDegraded = "Degraded"
 )
 
 // TargetSpec describes one network device reachable over gNMI.
@@ -82,7 +92,7 @@ type TargetStatus struct {
 	// +optional
 	ClusterStates map[string]ClusterTargetState `json:"clusterStates,omitempty"`
 
-	// Conditions: ProfileResolved.
+	// Conditions: ProfileResolved; Ready (Connected, or NotCollected, Degraded, ProfileNotFound).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -99,6 +109,7 @@ type TargetStatus struct {
 // +kubebuilder:printcolumn:name="Profile",type=string,JSONPath=`.spec.profile`
 // +kubebuilder:printcolumn:name="Clusters",type=integer,JSONPath=`.status.clusters`
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.connectionState`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +operator-sdk:csv:customresourcedefinitions:displayName="gNMI Target",resources={{TargetProfile,v1alpha1,""},{Event,v1,""}}
 type Target struct {

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gnmicv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
 )
@@ -28,6 +29,34 @@ func TestSummarize(t *testing.T) {
 			clusters, state := Summarize(tc.states)
 			g.Expect(clusters).To(Equal(tc.wantClusters))
 			g.Expect(state).To(Equal(tc.wantState))
+		})
+	}
+}
+
+func TestReady(t *testing.T) {
+	ready := gnmicv1alpha1.ClusterTargetState{State: "running", ConnectionState: "READY"}
+	failed := gnmicv1alpha1.ClusterTargetState{State: "failed", FailedReason: "connection refused"}
+	for name, tc := range map[string]struct {
+		resolved    bool
+		states      map[string]gnmicv1alpha1.ClusterTargetState
+		wantStatus  metav1.ConditionStatus
+		wantReason  string
+		wantMessage string
+	}{
+		"profile missing wins":   {false, map[string]gnmicv1alpha1.ClusterTargetState{"a": ready}, metav1.ConditionFalse, "ProfileNotFound", `TargetProfile "lab" does not exist`},
+		"no cluster holds it":    {true, nil, metav1.ConditionFalse, "NotCollected", "no Cluster collects this target"},
+		"every cluster ready":    {true, map[string]gnmicv1alpha1.ClusterTargetState{"a": ready, "b": ready}, metav1.ConditionTrue, "Connected", "running and READY on 2 cluster(s)"},
+		"one cluster failing":    {true, map[string]gnmicv1alpha1.ClusterTargetState{"a": ready, "b": failed}, metav1.ConditionFalse, "Degraded", "Cluster b: failed, connection unknown (connection refused)"},
+		"reported in name order": {true, map[string]gnmicv1alpha1.ClusterTargetState{"z": failed, "c": {State: "running", ConnectionState: "CONNECTING"}}, metav1.ConditionFalse, "Degraded", "Cluster c: running, connection CONNECTING; Cluster z: failed"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			cond := Ready(7, tc.resolved, "lab", tc.states)
+			g.Expect(cond.Type).To(Equal("Ready"))
+			g.Expect(cond.ObservedGeneration).To(Equal(int64(7)))
+			g.Expect(cond.Status).To(Equal(tc.wantStatus))
+			g.Expect(cond.Reason).To(Equal(tc.wantReason))
+			g.Expect(cond.Message).To(ContainSubstring(tc.wantMessage))
 		})
 	}
 }
