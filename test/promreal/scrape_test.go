@@ -150,7 +150,7 @@ func startAndScrape(ctx context.Context) (*scrapes, error) {
 	if missing := devstack.WaitConverged(ctx, env.Client, 4*time.Minute, func(string, time.Duration) {}); len(missing) > 0 {
 		return nil, fmt.Errorf("samples not in their steady state: %v", missing)
 	}
-	if err := waitFor(ctx, time.Minute, func() (bool, error) {
+	if err := waitFor(ctx, func() (bool, error) {
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(unregistered), unregistered)
 		ready := meta.FindStatusCondition(unregistered.Status.Conditions, fleetv1alpha1.ConditionReady)
 		return ready != nil && ready.Reason == fleetv1alpha1.ReasonNotRegistered, err
@@ -208,7 +208,7 @@ func startKatastroma(env *testenv.Env, dir string) (func(context.Context) (expor
 	}
 	return func(ctx context.Context) (exported, error) {
 		var sourceAddr string
-		if err := waitFor(ctx, time.Minute, func() (bool, error) {
+		if err := waitFor(ctx, func() (bool, error) {
 			sourceAddr = loggedSourceAddress(stages.LogFile())
 			return sourceAddr != "", stages.Exited()
 		}); err != nil {
@@ -294,15 +294,15 @@ func deployOneEvent(ctx context.Context, env *testenv.Env, dir, grpcAddr string)
 	}
 	defer func() { _ = conn.Close() }()
 	var lastErr error
-	if err := waitFor(ctx, time.Minute, func() (bool, error) {
+	if err := waitFor(ctx, func() (bool, error) {
 		_, lastErr = katastromav1.NewSourceHandlerServiceClient(conn).Retrieve(ctx,
 			&katastromav1.RetrieveRequest{Namespace: ns, SourceTarget: target})
 		return lastErr == nil, nil
 	}); err != nil {
-		return fmt.Errorf("retrieving commit %s: %w (last answer: %v)", commit, err, lastErr)
+		return fmt.Errorf("retrieving commit %s: %w (last answer: %w)", commit, err, lastErr)
 	}
 	deployed := &corev1.ConfigMap{}
-	if err := waitFor(ctx, time.Minute, func() (bool, error) {
+	if err := waitFor(ctx, func() (bool, error) {
 		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "promreal-deployed"}, deployed)
 		return err == nil, client.IgnoreNotFound(err)
 	}); err != nil {
@@ -311,8 +311,9 @@ func deployOneEvent(ctx context.Context, env *testenv.Env, dir, grpcAddr string)
 	return nil
 }
 
-// waitFor polls done every 200 ms until it is true, it fails, or timeout passed.
-func waitFor(ctx context.Context, timeout time.Duration, done func() (bool, error)) error {
+// waitFor polls done every 200 ms until it is true, it fails, or a minute passed.
+func waitFor(ctx context.Context, done func() (bool, error)) error {
+	const timeout = time.Minute
 	deadline := time.Now().Add(timeout)
 	for {
 		ok, err := done()
