@@ -357,6 +357,7 @@ func (r *CollectorReconciler) removeOwned(ctx context.Context, c *fleetv1alpha1.
 // changes and deletions (its own status writes do not wake it), policy changes in the namespace, sync claims
 // that add or drop the collector, and a 30 minute backstop requeue.
 func (r *CollectorReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	initSyncOutcomes("Collector")
 	if err := indexCollectors(ctx, mgr); err != nil {
 		return err
 	}

@@ -277,6 +277,7 @@ func (r *CollectorDiscoveryReconciler) retire(ctx context.Context, d *fleetv1alp
 
 // SetupWithManager registers the controller: spec changes wake it, the poll interval requeues it.
 func (r *CollectorDiscoveryReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	initSyncOutcomes("CollectorDiscovery")
 	if err := indexDiscovered(ctx, mgr); err != nil {
 		return err
 	}

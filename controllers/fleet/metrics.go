@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	fleetv1alpha1 "github.com/quartet-dev/quartet-operator/apis/fleet/v1alpha1"
 )
 
 var (
@@ -18,6 +20,21 @@ var (
 
 	lastSuccess = map[string]*atomic.Int64{}
 )
+
+// syncOutcomes are the reasons each kind counts in fleet_resource_synced_total. They start at zero when the
+// kind's controller is set up (initSyncOutcomes), so rate() and increase() in the alerts see the first failure of
+// a kind (a series born at 1 has no increase) and a dashboard shows 0 rather than nothing.
+var syncOutcomes = map[string][]string{
+	"Pipeline": {fleetv1alpha1.ReasonSynced, fleetv1alpha1.ReasonSyncFailed, fleetv1alpha1.ReasonValidationError,
+		fleetv1alpha1.ReasonRateLimited, fleetv1alpha1.ReasonNameTaken, "Recreated", "Deleted", fleetv1alpha1.ReasonDeleteFailed},
+	"Collector": {fleetv1alpha1.ReasonSynced, fleetv1alpha1.ReasonSyncFailed, fleetv1alpha1.ReasonValidationError,
+		fleetv1alpha1.ReasonRateLimited, fleetv1alpha1.ReasonIDClaimed, fleetv1alpha1.ReasonNotRegistered, "Deleted",
+		fleetv1alpha1.ReasonDeleteFailed},
+	"PipelineDiscovery": {fleetv1alpha1.ReasonSynced, fleetv1alpha1.ReasonListFailed, fleetv1alpha1.ReasonRateLimited,
+		fleetv1alpha1.ReasonEmptyResult, fleetv1alpha1.ReasonCRWriteFailed},
+	"CollectorDiscovery": {fleetv1alpha1.ReasonSynced, fleetv1alpha1.ReasonListFailed, fleetv1alpha1.ReasonRateLimited,
+		fleetv1alpha1.ReasonEmptyResult, fleetv1alpha1.ReasonCRWriteFailed},
+}
 
 func init() {
 	metrics.Registry.MustRegister(syncedTotal)
@@ -35,6 +52,14 @@ func init() {
 			}
 			return time.Since(time.Unix(0, t)).Seconds()
 		}))
+	}
+}
+
+// initSyncOutcomes starts the outcomes of a kind at zero. It runs at controller setup rather than in init, so
+// only a process running the kind's controller (the manager, not katastroma, which links this package) serves them.
+func initSyncOutcomes(kind string) {
+	for _, reason := range syncOutcomes[kind] {
+		syncedTotal.WithLabelValues(kind, reason)
 	}
 }
 

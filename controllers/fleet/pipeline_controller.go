@@ -257,6 +257,7 @@ func setCondition(obj interface {
 // budget), no resync period, reacting to spec and annotation changes and to same-named Pipelines coming and
 // going.
 func (r *PipelineReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	initSyncOutcomes("Pipeline")
 	if err := kube.IndexField(ctx, mgr, &fleetv1alpha1.Pipeline{}, fleetNameField, func(o client.Object) []string {
 		return []string{pipelines.FleetName(o.(*fleetv1alpha1.Pipeline), r.NameScope)}
 	}); err != nil {

@@ -271,6 +271,7 @@ func (r *PipelineDiscoveryReconciler) retire(ctx context.Context, d *fleetv1alph
 // SetupWithManager registers the controller: spec changes wake it, the poll interval requeues it, its own status
 // writes do not.
 func (r *PipelineDiscoveryReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	initSyncOutcomes("PipelineDiscovery")
 	if err := indexDiscovered(ctx, mgr); err != nil {
 		return err
 	}

@@ -325,6 +325,7 @@ func (r *ClusterReconciler) dropPodsFrom(cluster ktypes.NamespacedName, from int
 func (r *ClusterReconciler) forget(cluster ktypes.NamespacedName) {
 	r.Monitor.Stop(cluster)
 	r.Collectors.Forget(cluster.String())
+	forgetClusterMetrics(cluster)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.applied, cluster)
@@ -426,9 +427,9 @@ func ptrTo[T any](v T) *T { return &v }
 
 func result(err error) string {
 	if err != nil {
-		return "failure"
+		return applyFailure
 	}
-	return "success"
+	return applySuccess
 }
 
 // SetupWithManager registers the controller and its watches.

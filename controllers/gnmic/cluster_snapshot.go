@@ -30,7 +30,24 @@ func init() {
 	metrics.Registry.MustRegister(applyTotal, clusterTargets)
 }
 
+// The results of gnmic_operator_cluster_apply_total.
+const (
+	applySuccess = "success"
+	applyFailure = "failure"
+)
+
+// forgetClusterMetrics drops the series of a deleted Cluster.
+func forgetClusterMetrics(cluster ktypes.NamespacedName) {
+	labels := prometheus.Labels{"namespace": cluster.Namespace, "name": cluster.Name}
+	applyTotal.DeletePartialMatch(labels)
+	clusterTargets.DeletePartialMatch(labels)
+}
+
+// recordClusterGauges publishes the Cluster's target counts and starts both apply results at zero, so the
+// collectors-not-applied alert's increase() sees the first failed push of a Cluster.
 func recordClusterGauges(c *gnmicv1alpha1.Cluster) {
+	applyTotal.WithLabelValues(c.Namespace, c.Name, applySuccess)
+	applyTotal.WithLabelValues(c.Namespace, c.Name, applyFailure)
 	clusterTargets.WithLabelValues(c.Namespace, c.Name, "assigned").Set(float64(c.Status.TargetsCount))
 	clusterTargets.WithLabelValues(c.Namespace, c.Name, "unassigned").Set(float64(c.Status.UnassignedTargets))
 }

@@ -100,6 +100,7 @@ func (r *TargetSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	interval := durationOr(ts.Spec.Interval, 5*time.Minute)
 	recordTargetSourceInterval(ts.Namespace, ts.Name, interval)
+	initTargetSourceResults(ts.Namespace, ts.Name, ts.Spec.Source.Type)
 	started := time.Now()
 	o := r.run(ctx, ts, targetsource.EffectiveTimeout(durationOr(ts.Spec.Timeout, time.Minute), interval))
 	end := r.now()

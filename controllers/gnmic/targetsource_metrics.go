@@ -53,6 +53,14 @@ func recordTargetSourceInterval(namespace, name string, interval time.Duration) 
 	targetSourceInterval.WithLabelValues(namespace, name).Set(interval.Seconds())
 }
 
+// initTargetSourceResults starts every run result of a source at zero, so the failing alert's increase() sees
+// its first failed run.
+func initTargetSourceResults(namespace, name, sourceType string) {
+	for _, result := range []string{syncResultSuccess, syncResultFailure, syncResultHeld} {
+		targetSourceSyncTotal.WithLabelValues(namespace, name, sourceType, result)
+	}
+}
+
 // forgetTargetSourceMetrics drops the series of a deleted TargetSource.
 func forgetTargetSourceMetrics(namespace, name string) {
 	labels := prometheus.Labels{"namespace": namespace, "name": name}

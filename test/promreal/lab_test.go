@@ -5,7 +5,8 @@
 // the scrape are the ones a PodMonitor gives agent pods (namespace, app_kubernetes_io_name, agentrax_io_variant).
 //
 // The same Prometheus checks the operator's monitoring: every PrometheusRule of config/prometheus loads, every
-// Grafana dashboard query parses, and both name only metrics the operator registers (rules_test.go).
+// Grafana dashboard query parses, and both name only metrics a scrape of the running operator serves (rules_test.go,
+// scrape_test.go).
 package promreal
 
 import (

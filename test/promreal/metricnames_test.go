@@ -3,58 +3,47 @@ package promreal
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
-	"github.com/prometheus/client_golang/prometheus"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-
-	// Every package that registers metrics: the manager's (controllers, clients, webhooks) and the katastroma
-	// binary's built into the same image (every gitops stage through the runner, and pharos), each served from
-	// controller-runtime's registry.
-	_ "github.com/quartet-dev/quartet-operator/controllers/agentrax"
-	_ "github.com/quartet-dev/quartet-operator/controllers/fleet"
-	_ "github.com/quartet-dev/quartet-operator/controllers/gitops"
-	_ "github.com/quartet-dev/quartet-operator/controllers/gnmic"
-	_ "github.com/quartet-dev/quartet-operator/internal/gitops/pharos"
-	_ "github.com/quartet-dev/quartet-operator/internal/gitops/runner"
-	_ "github.com/quartet-dev/quartet-operator/internal/manager"
+	dto "github.com/prometheus/client_model/go"
 )
 
-// exportedMetricNames lists every metric family registered with controller-runtime's registry, which is what the
-// manager's /metrics (and katastroma's --metrics-bind-address) serves. Describe is used rather than Gather because a
-// vector with no series yet is absent from a scrape but still exported once something happens.
-func exportedMetricNames(t *testing.T) map[string]bool {
-	t.Helper()
-	descs := make(chan *prometheus.Desc)
-	go func() {
-		ctrlmetrics.Registry.(prometheus.Collector).Describe(descs)
-		close(descs)
-	}()
-	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
-	names := map[string]bool{}
-	for d := range descs {
-		if m := fqName.FindStringSubmatch(d.String()); m != nil {
-			names[m[1]] = true
-		}
-	}
-	NewWithT(t).Expect(names).To(HaveKey("controller_runtime_reconcile_total"), "controller-runtime's registry")
-	return names
-}
+// exported is what one process serves at /metrics: every metric family of a scrape, by name, with its type.
+type exported map[string]dto.MetricType
 
-// isExported: name is a family, or a histogram's or summary's _bucket/_sum/_count series of one.
-func isExported(exported map[string]bool, name string) bool {
-	if exported[name] {
+// has: name is a family of the scrape, or a histogram's _bucket/_sum/_count series or a summary's _sum/_count
+// series of one.
+func (e exported) has(name string) bool {
+	if _, ok := e[name]; ok {
 		return true
 	}
-	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-		if base, ok := strings.CutSuffix(name, suffix); ok && exported[base] {
-			return true
+	for suffix, types := range map[string][]dto.MetricType{
+		"_bucket": {dto.MetricType_HISTOGRAM, dto.MetricType_GAUGE_HISTOGRAM},
+		"_sum":    {dto.MetricType_HISTOGRAM, dto.MetricType_GAUGE_HISTOGRAM, dto.MetricType_SUMMARY},
+		"_count":  {dto.MetricType_HISTOGRAM, dto.MetricType_GAUGE_HISTOGRAM, dto.MetricType_SUMMARY},
+	} {
+		if base, ok := strings.CutSuffix(name, suffix); ok {
+			if typ, ok := e[base]; ok && slices.Contains(types, typ) {
+				return true
+			}
 		}
 	}
 	return false
+}
+
+// missing returns the metric names expr selects that the scrape does not serve.
+func (e exported) missing(expr string) []string {
+	var out []string
+	for _, n := range metricNames(expr) {
+		if !e.has(n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // Words of PromQL that are not metric names: binary and set operators, modifiers, and aggregations (which may
@@ -192,4 +181,42 @@ func FuzzMetricNames(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestScrapeChecker: the check reads families from the text a /metrics endpoint serves; a name no family serves,
+// a misspelled one, a family declared without any series, and a _bucket of a counter are reported missing.
+func TestScrapeChecker(t *testing.T) {
+	g := NewWithT(t)
+	served, err := parseExposition(strings.NewReader(`# HELP fleet_api_requests_total Requests.
+# TYPE fleet_api_requests_total counter
+fleet_api_requests_total{operation="ListPipelines"} 3
+# HELP fleet_api_errors_total Errors.
+# TYPE fleet_api_errors_total counter
+# HELP a_seconds Latency.
+# TYPE a_seconds histogram
+a_seconds_bucket{le="1"} 1
+a_seconds_bucket{le="+Inf"} 1
+a_seconds_sum 0.5
+a_seconds_count 1
+# HELP s_seconds A summary.
+# TYPE s_seconds summary
+s_seconds_sum 1
+s_seconds_count 2
+# HELP g A gauge.
+# TYPE g gauge
+g 0
+`))
+	g.Expect(err).NotTo(HaveOccurred())
+	for expr, missing := range map[string][]string{
+		`rate(fleet_api_requests_total[5m])`: nil,
+		`sum by (operation) (rate(fleet_api_errors_total[10m])) / sum by (operation) (rate(fleet_api_requests_total[10m]))`: {"fleet_api_errors_total"},
+		`rate(fleet_api_request_total[5m]) > 0`:                             {"fleet_api_request_total"},
+		`histogram_quantile(0.9, sum by (le) (rate(a_seconds_bucket[5m])))`: nil,
+		`a_seconds_sum / a_seconds_count + s_seconds_sum / s_seconds_count`: nil,
+		`s_seconds_bucket + g_bucket + g_count + g`:                         {"g_bucket", "g_count", "s_seconds_bucket"},
+		`fleet_api_requests_total_count`:                                    {"fleet_api_requests_total_count"},
+	} {
+		g.Expect(served.missing(expr)).To(Equal(missing), expr)
+	}
+	g.Expect(served.names()).To(Equal("a_seconds fleet_api_requests_total g s_seconds"))
 }

@@ -12,12 +12,12 @@ import (
 )
 
 // TestTenantDashboardQueriesExportedMetrics: the dashboard the Tenant controller writes for one tenant is a
-// sidecar ConfigMap whose every query parses in a real Prometheus, names only metrics the stages and pharos
-// register, and selects only that tenant's series (every metric selector starts with its tenant matcher).
+// sidecar ConfigMap whose every query parses in a real Prometheus, names only metrics a scrape of the katastroma
+// binary (stages and pharos) serves, and selects only that tenant's series (every metric selector starts with its tenant matcher).
 func TestTenantDashboardQueriesExportedMetrics(t *testing.T) {
 	g := NewWithT(t)
-	exported := exportedMetricNames(t)
 	p := promlab.StartPrometheus(t)
+	served := operatorScrapes(t).katastroma
 	for _, tenant := range []string{"team-a", "a-tenant-whose-name-is-longer-than-grafana-uids-allow"} {
 		cm := gitops.TenantDashboard(tenant, "team-a-prod")
 		g.Expect(cm.Namespace).To(Equal("team-a-prod"))
@@ -26,7 +26,7 @@ func TestTenantDashboardQueriesExportedMetrics(t *testing.T) {
 		g.Expect(dashboard).To(HaveKeyWithValue("uid", gitops.DashboardUID(tenant)))
 		g.Expect(len(gitops.DashboardUID(tenant))).To(BeNumerically("<=", 40), "Grafana's uid limit")
 
-		exprs := checkDashboardQueries(t, p, exported, cm.Name, dashboard)
+		exprs := checkDashboardQueries(t, p, served, cm.Name, dashboard)
 		for _, expr := range exprs {
 			for _, n := range metricNames(expr) {
 				selectors := regexp.MustCompile(`\b`+regexp.QuoteMeta(n)+`\b(\{[^}]*\})?`).FindAllStringSubmatch(expr, -1)

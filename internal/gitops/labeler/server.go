@@ -17,6 +17,9 @@ import (
 // StageName names the labeler in spans and metrics.
 const StageName = "labeler"
 
+// ActionLabeled is what the labeler counts in katastroma_stage_objects_total.
+const ActionLabeled = "labeled"
+
 // Server is the stateless LabelerService. Next, when set, receives the labeled output of Label.
 type Server struct {
 	katastromav1.UnimplementedLabelerServiceServer
@@ -63,7 +66,7 @@ func (s *Server) LabelStream(stream grpc.BidiStreamingServer[katastromav1.Manife
 		if err != nil {
 			return err
 		}
-		stage.CountObject(ctx, StageName, "labeled", 1)
+		stage.CountObject(ctx, StageName, ActionLabeled, 1)
 		if err := stream.Send(out); err != nil {
 			return err
 		}
@@ -87,7 +90,7 @@ func labelAll(ctx context.Context, in []*katastromav1.Manifest) ([]*katastromav1
 		}
 		out = append(out, l)
 	}
-	stage.CountObject(ctx, StageName, "labeled", len(out))
+	stage.CountObject(ctx, StageName, ActionLabeled, len(out))
 	return out, nil
 }
 

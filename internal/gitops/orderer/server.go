@@ -16,6 +16,9 @@ import (
 // StageName names the orderer in spans and metrics.
 const StageName = "orderer"
 
+// ActionOrdered is what the orderer counts in katastroma_stage_objects_total.
+const ActionOrdered = "ordered"
+
 // Server is the stateless OrdererService. Next, when set, receives the forward-ordered output of Order.
 type Server struct {
 	katastromav1.UnimplementedOrdererServiceServer
@@ -52,7 +55,7 @@ func (s *Server) order(ctx context.Context, in []*katastromav1.Manifest) ([]*kat
 		}
 		out = append(out, m)
 	}
-	stage.CountObject(ctx, StageName, "ordered", len(out))
+	stage.CountObject(ctx, StageName, ActionOrdered, len(out))
 	return out, nil
 }
 

@@ -120,6 +120,8 @@ func Start(ctx context.Context, o Options) (*Pharos, error) {
 	p := &Pharos{opts: o, tracker: NewTracker(o.Config), wake: make(chan struct{}, 1),
 		conns: map[string]*grpc.ClientConn{}, done: make(chan error, 1), trusted: trustedAddresses(o)}
 	p.tracker.Restore(saved)
+	// The first tick publishes the state: the restored events, and zeros for the events without a tenant.
+	p.dirty = true
 	p.tracker.OnGiveUp = func(e Event) {
 		gaveUp.WithLabelValues(e.Tenant).Inc()
 		o.Logger.Info("pharos gave up on the event", "event", e.ID, "replays", e.Replays, "reason", e.Reason)
@@ -280,6 +282,16 @@ func (p *Pharos) save(ctx context.Context) {
 	for tenant := range p.metricTenants {
 		if !tenants[tenant] {
 			events.DeletePartialMatch(prometheus.Labels{LabelTenant: tenant})
+		}
+	}
+	// A tenant's give-ups and replays count from zero as soon as one of its events is tracked, so increase() in
+	// the replays-exhausted alert sees its first give-up.
+	for tenant := range tenants {
+		if !p.metricTenants[tenant] {
+			gaveUp.WithLabelValues(tenant)
+			for _, outcome := range outcomeNames {
+				replays.WithLabelValues(outcome, tenant)
+			}
 		}
 	}
 	p.metricTenants = tenants

@@ -28,3 +28,12 @@ const (
 )
 
 func init() { ctrlmetrics.Registry.MustRegister(driftRepaired, verifies) }
+
+// initTenantMetrics starts a tenant's counters at zero when the provisioner first handles one of its events, so
+// a tenant's dashboard shows 0 and rate() sees its first repair or failed verify.
+func initTenantMetrics(tenant string) {
+	driftRepaired.WithLabelValues(tenant)
+	for _, outcome := range []string{VerifyHealthy, VerifyFailed, VerifyTimedOut, VerifyAborted} {
+		verifies.WithLabelValues(tenant, outcome)
+	}
+}

@@ -67,6 +67,7 @@ func (s *Server) begin(ctx context.Context) (*applier, error) {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	a := &applier{clients: s.Clients, as: as, pc: pc}
+	initTenantMetrics(pc.Tenant)
 	a.fence = func(ctx context.Context, gk schema.GroupKind) error {
 		if s.BeforeBatch != nil {
 			s.BeforeBatch(pc, gk)

@@ -25,6 +25,9 @@ const StageName = "renderer"
 // ActionSkipped is the action of a skipped Helm hook in the renderer's StageSummary results.
 const ActionSkipped = "skipped"
 
+// ActionRendered counts the objects a render produced.
+const ActionRendered = "rendered"
+
 // HookSkippedEvent is the span event recorded for each Helm hook the renderer skipped.
 const HookSkippedEvent = "helm.hook.skipped"
 
@@ -98,7 +101,7 @@ func (s *Server) render(ctx context.Context, chunks []*katastromav1.Chunk) ([]*k
 		}
 		out = append(out, m)
 	}
-	stage.CountObject(ctx, StageName, "rendered", len(out))
+	stage.CountObject(ctx, StageName, ActionRendered, len(out))
 	return out, res.SkippedHooks, nil
 }
 

@@ -107,6 +107,8 @@ func Start(ctx context.Context, name string, o Options) (*Running, error) {
 	var (
 		register func(*grpc.Server)
 		handler  *source.Handler
+		// actions are what the stage counts in katastroma_stage_objects_total (stage.InitObjects).
+		actions []string
 	)
 	needKube := func() (*provisioner.Clients, error) {
 		if o.Config == nil {
@@ -121,18 +123,21 @@ func Start(ctx context.Context, name string, o Options) (*Running, error) {
 			srv.Next = katastromav1.NewOrdererServiceClient(next)
 		}
 		register = func(g *grpc.Server) { katastromav1.RegisterRendererServiceServer(g, srv) }
+		actions = []string{renderer.ActionRendered, renderer.ActionSkipped}
 	case Orderer:
 		srv := &orderer.Server{}
 		if next != nil {
 			srv.Next = katastromav1.NewLabelerServiceClient(next)
 		}
 		register = func(g *grpc.Server) { katastromav1.RegisterOrdererServiceServer(g, srv) }
+		actions = []string{orderer.ActionOrdered}
 	case Labeler:
 		srv := &labeler.Server{}
 		if next != nil {
 			srv.Next = katastromav1.NewProvisionerServiceClient(next)
 		}
 		register = func(g *grpc.Server) { katastromav1.RegisterLabelerServiceServer(g, srv) }
+		actions = []string{labeler.ActionLabeled}
 	case Provisioner:
 		clients, err := needKube()
 		if err != nil {
@@ -144,6 +149,8 @@ func Start(ctx context.Context, name string, o Options) (*Running, error) {
 			srv.Next = katastromav1.NewPrunerServiceClient(next)
 		}
 		register = func(g *grpc.Server) { katastromav1.RegisterProvisionerServiceServer(g, srv) }
+		actions = []string{provisioner.ActionApplied, provisioner.ActionUnchanged, provisioner.ActionFailed,
+			provisioner.ActionDeleted, provisioner.ActionSkipped, provisioner.ActionRepaired}
 	case Pruner:
 		clients, err := needKube()
 		if err != nil {
@@ -158,6 +165,7 @@ func Start(ctx context.Context, name string, o Options) (*Running, error) {
 			srv.Orderer = katastromav1.NewOrdererServiceClient(oc)
 		}
 		register = func(g *grpc.Server) { katastromav1.RegisterPrunerServiceServer(g, srv) }
+		actions = []string{provisioner.ActionDeleted, provisioner.ActionSkipped, provisioner.ActionFailed}
 	case Source:
 		ensureTracerProvider()
 		if o.Config == nil {
@@ -180,6 +188,7 @@ func Start(ctx context.Context, name string, o Options) (*Running, error) {
 		go handler.Reconcile(ctx, tick)
 		srv := &source.Server{Handler: handler}
 		register = func(g *grpc.Server) { katastromav1.RegisterSourceHandlerServiceServer(g, srv) }
+		actions = []string{source.ActionTargets}
 	default:
 		return nil, fmt.Errorf("unknown stage %q (want one of %v)", name, Stages)
 	}
@@ -191,6 +200,7 @@ func Start(ctx context.Context, name string, o Options) (*Running, error) {
 	}
 	r := &Running{Name: name, GRPCAddr: lis.Addr().String(), Handler: handler, done: make(chan error, 1)}
 	srv := stage.NewWith(name, o.Connection, register)
+	stage.InitObjects(name, actions...)
 	var httpSrv *http.Server
 	var httpLis net.Listener
 	if handler != nil && o.HTTPAddr != "" {

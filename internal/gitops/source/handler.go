@@ -29,6 +29,9 @@ import (
 // StageName names the source handler in metrics.
 const StageName = "source"
 
+// ActionTargets counts the source targets an event reached, in katastroma_stage_objects_total.
+const ActionTargets = "targets"
+
 // Event types (span attribute event.type).
 const (
 	EventWebhook = "webhook"
@@ -277,7 +280,7 @@ func (h *Handler) process(j *job) (err error) {
 		return fmt.Errorf("pipeline: %w", err)
 	}
 	notes = map[string]string{pipeline.AnnotationRenderWarnings: renderWarnings(j.commit, sum)}
-	stage.CountObject(ctx, StageName, "targets", 1)
+	stage.CountObject(ctx, StageName, ActionTargets, 1)
 	j.span.SetAttributes(attribute.Int("rendered", int(sum.GetObjects())))
 	return nil
 }

@@ -117,6 +117,14 @@ func exemplar(ctx context.Context) prometheus.Labels {
 	return prometheus.Labels{ExemplarTraceID: sc.TraceID().String()}
 }
 
+// InitObjects starts the object counters of a stage's actions at zero, so rate() and increase() see the first
+// objects of an action (a failed apply above all) and a dashboard shows 0 rather than nothing.
+func InitObjects(stageName string, actions ...string) {
+	for _, action := range actions {
+		objects.WithLabelValues(stageName, action)
+	}
+}
+
 // CountObject records n objects handled by a stage with an action (rendered, applied, unchanged, deleted,
 // failed…), with the trace ID of ctx's span as exemplar.
 func CountObject(ctx context.Context, stageName, action string, n int) {
