@@ -200,7 +200,6 @@ func startKatastroma(env *testenv.Env, dir string) (func(context.Context) (expor
 	if err != nil {
 		return nil, err
 	}
-	pharosStarted := time.Now()
 	pharos, err := env.Cluster.Run("katastroma-pharos", nil, bin, "pharos",
 		"--otlp-grpc-address="+addrs[4], "--otlp-http-address=127.0.0.1:0", "--metrics-bind-address="+pharosMetrics)
 	if err != nil {
@@ -217,8 +216,14 @@ func startKatastroma(env *testenv.Env, dir string) (func(context.Context) (expor
 		if err := deployOneEvent(ctx, env, dir, sourceAddr); err != nil {
 			return nil, errors.Join(err, stages.Exited())
 		}
-		// pharos publishes its state on its first tick, one second after it started.
-		time.Sleep(time.Until(pharosStarted.Add(3 * time.Second)))
+		// pharos publishes its state on its first tick, a second after it starts: wait for its events gauge.
+		if err := waitFor(ctx, func() (bool, error) {
+			e, err := scrapeOnceFrom("http://" + pharosMetrics + "/metrics")
+			_, published := e["katastroma_pharos_events"]
+			return err == nil && published, pharos.Exited()
+		}); err != nil {
+			return nil, fmt.Errorf("pharos published no katastroma_pharos_events: %w", err)
+		}
 		all := exported{}
 		for addr, p := range map[string]*testenv.Process{stagesMetrics: stages, pharosMetrics: pharos} {
 			e, err := scrape("http://" + addr + "/metrics")
