@@ -24,7 +24,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -91,7 +90,10 @@ func (s *AggregatedServer) Stop() error {
 	for i := len(s.undo) - 1; i >= 0; i-- {
 		errs = append(errs, s.undo[i]())
 	}
-	return errors.Join(append(errs, s.Process.Stop())...)
+	if s.Process != nil {
+		errs = append(errs, s.Process.Stop())
+	}
+	return errors.Join(errs...)
 }
 
 // aggregatedEndpoint is the address of the simulated pod behind an aggregated API's Service. It is never dialled:
@@ -116,11 +118,12 @@ func (e *Env) StartAggregatedAPI(ctx context.Context, api AggregatedAPI) (*Aggre
 	if err != nil {
 		return nil, err
 	}
+	s := &AggregatedServer{APIService: api.Version + "." + api.Group}
 	serving := AggregatedServing{Dir: dir}
 	binary, processEnv := api.Binary, api.Env
 	if api.InCluster {
-		if binary, processEnv, err = e.podRoot(ctx, api, dir); err != nil {
-			return nil, err
+		if binary, processEnv, err = e.podRoot(ctx, api, dir, s); err != nil {
+			return nil, errors.Join(err, s.Stop())
 		}
 		serving.Root, serving.Dir = dir, "/srv"
 	}
@@ -154,8 +157,7 @@ func (e *Env) StartAggregatedAPI(ctx context.Context, api AggregatedAPI) (*Aggre
 		return nil, err
 	}
 	e.Cluster.children = append(e.Cluster.children, child)
-	proc := &Process{child: child}
-	s := &AggregatedServer{Process: proc, APIService: api.Version + "." + api.Group}
+	s.Process = &Process{child: child}
 	if err := e.registerAggregatedAPI(ctx, api, serving.Port, caPEM, s); err != nil {
 		return nil, errors.Join(err, s.Stop())
 	}
@@ -169,17 +171,7 @@ func (e *Env) StartAggregatedAPI(ctx context.Context, api AggregatedAPI) (*Aggre
 // APIService, recording in s how to undo each.
 func (e *Env) registerAggregatedAPI(ctx context.Context, api AggregatedAPI, port int, caPEM []byte, s *AggregatedServer) error {
 	const https = "https"
-	create := func(obj client.Object) error {
-		if err := e.Client.Create(ctx, obj); err != nil {
-			return err
-		}
-		s.undo = append(s.undo, func() error {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			return client.IgnoreNotFound(e.Client.Delete(ctx, obj))
-		})
-		return nil
-	}
+	create := func(obj client.Object) error { return e.createUndone(ctx, obj, s) }
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: api.Namespace, Name: api.Name},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: https, Port: 443}}}}
 	if err := create(svc); err != nil {
@@ -208,6 +200,19 @@ func (e *Env) registerAggregatedAPI(ctx context.Context, api AggregatedAPI, port
 			"caBundle": base64.StdEncoding.EncodeToString(caPEM), "groupPriorityMinimum": int64(100), "versionPriority": int64(100),
 		},
 	}})
+}
+
+// createUndone creates obj and records in s how to delete it.
+func (e *Env) createUndone(ctx context.Context, obj client.Object, s *AggregatedServer) error {
+	if err := e.Client.Create(ctx, obj); err != nil {
+		return err
+	}
+	s.undo = append(s.undo, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return client.IgnoreNotFound(e.Client.Delete(ctx, obj))
+	})
+	return nil
 }
 
 // waitAPIServiceAvailable polls the APIService until its Available condition is True; the server's exit ends the
@@ -275,21 +280,21 @@ const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 // podRoot lays out root as a pod's file system for api's server: the binary, and its ServiceAccount's token and
 // the API server's CA where rest.InClusterConfig reads them. It returns the binary's path inside root and the
-// process environment naming the API server.
-func (e *Env) podRoot(ctx context.Context, api AggregatedAPI, root string) (string, []string, error) {
+// process environment naming the API server. The ServiceAccount and its bindings are undone with s.
+func (e *Env) podRoot(ctx context.Context, api AggregatedAPI, root string, s *AggregatedServer) (string, []string, error) {
 	apiServer, err := url.Parse(e.Config.Host)
 	if err != nil {
 		return "", nil, err
 	}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: api.Namespace, Name: api.Name}}
-	if err := e.Client.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := e.createUndone(ctx, sa, s); err != nil {
 		return "", nil, err
 	}
 	for _, role := range []string{"system:auth-delegator", "view"} {
 		binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: api.Name + ":" + role},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: api.Namespace, Name: api.Name}}}
-		if err := e.Client.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := e.createUndone(ctx, binding, s); err != nil {
 			return "", nil, err
 		}
 	}
