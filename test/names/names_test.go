@@ -90,8 +90,9 @@ func servePackageManifests(t *testing.T) {
 				"--global-namespace=olm"}
 		},
 		Timeout: 90 * time.Second,
-		// package-server v0.42.0 reads its delegated-authorization client from the in-cluster configuration only
-		// (it sets its --kubeconfig on the authentication options twice), so it runs as in a pod.
+		// package-server v0.42.0 builds its delegated-authorization options without a kubeconfig (its code assigns
+		// --kubeconfig to the authentication options a second time instead), so they read the in-cluster
+		// configuration whatever the flags say, and it waits for one forever: it runs as in a pod.
 		InCluster: true,
 	})
 	if err != nil {
