@@ -314,21 +314,21 @@ func (e *Env) podRoot(ctx context.Context, api AggregatedAPI, root string, s *Ag
 		}
 	}
 	binary := "/" + filepath.Base(api.Binary)
-	if err := copyExecutable(api.Binary, filepath.Join(root, binary)); err != nil {
+	if err := CopyFile(api.Binary, filepath.Join(root, binary), 0o755); err != nil {
 		return "", nil, err
 	}
 	env := append([]string{"KUBERNETES_SERVICE_HOST=" + apiServer.Hostname(), "KUBERNETES_SERVICE_PORT=" + apiServer.Port()}, api.Env...)
 	return binary, env, nil
 }
 
-// copyExecutable copies the executable src to dst.
-func copyExecutable(src, dst string) error {
+// CopyFile copies src to dst, created (or truncated) with mode.
+func CopyFile(src, dst string, mode os.FileMode) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = in.Close() }()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
 	if err != nil {
 		return err
 	}
