@@ -35,9 +35,11 @@ K8S_BINARIES := kube-apiserver kube-controller-manager kube-scheduler kubectl
 # since it pins older k8s.io libraries than the kubernetes wrapper.
 KWOK_VERSION := v0.8.0
 KWOK := $(CACHE_DIR)/kwok/$(KWOK_VERSION)/kwok
-# OLM's olm and catalog operators and its CRDs, for the offline OLM install test (test/olm); their own wrapper module.
+# OLM's olm and catalog operators, its package-server and its CRDs, for the offline OLM install test (test/olm) and
+# the resource-name test (test/names); their own wrapper module.
 OLM_VERSION := v0.42.0
 OLM_DIR := $(CACHE_DIR)/olm/$(OLM_VERSION)
+OLM_BINARIES := olm catalog package-server
 CONTROLLER_TOOLS_VERSION := v0.23.0
 KUSTOMIZE_VERSION := v5.8.2
 OPERATOR_SDK_VERSION := v1.42.2
@@ -155,17 +157,21 @@ $(KWOK):
 	@echo "building kwok $(KWOK_VERSION) from sigs.k8s.io/kwok (cached in $(dir $(KWOK)))"
 	cd hack/tools/kwok && CGO_ENABLED=0 go build -trimpath -ldflags=-s -o $(KWOK).tmp sigs.k8s.io/kwok/cmd/kwok && mv $(KWOK).tmp $(KWOK)
 
-# olm: OLM's two operators and the CRDs of the operator-framework/api version OLM pins, linked as bin/olm.
+# olm: OLM's two operators, its package-server and the CRDs of the operator-framework/api version OLM pins, linked as
+# bin/olm. Each binary is a target of its own, so a cache built before a binary joined the list gets it (and a new
+# .done, which the tests look for) on the next `make olm`.
 .PHONY: olm
 olm: $(OLM_DIR)/.done
 	@mkdir -p $(LOCALBIN) && ln -sfn $(OLM_DIR) $(LOCALBIN)/olm
 
-$(OLM_DIR)/.done:
-	@mkdir -p $(OLM_DIR)/crds
-	@echo "building olm and catalog $(OLM_VERSION) from operator-lifecycle-manager (cached in $(OLM_DIR))"
+$(addprefix $(OLM_DIR)/,$(OLM_BINARIES)) &:
+	@mkdir -p $(OLM_DIR)
+	@echo "building $(OLM_BINARIES) $(OLM_VERSION) from operator-lifecycle-manager (cached in $(OLM_DIR))"
 	cd hack/tools/olm && CGO_ENABLED=0 go build -trimpath -ldflags=-s -o $(OLM_DIR)/ \
-		github.com/operator-framework/operator-lifecycle-manager/cmd/olm \
-		github.com/operator-framework/operator-lifecycle-manager/cmd/catalog
+		$(addprefix github.com/operator-framework/operator-lifecycle-manager/cmd/,$(OLM_BINARIES))
+
+$(OLM_DIR)/.done: $(addprefix $(OLM_DIR)/,$(OLM_BINARIES))
+	@mkdir -p $(OLM_DIR)/crds
 	cp "$$(cd hack/tools/olm && go list -m -f '{{.Dir}}' github.com/operator-framework/api)"/crds/*.yaml $(OLM_DIR)/crds/
 	@chmod u+w $(OLM_DIR)/crds/*.yaml && touch $@
 

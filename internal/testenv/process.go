@@ -27,6 +27,12 @@ func startChild(dir, name, binary string, args ...string) (*childProcess, error)
 
 // startChildEnv is startChild with env added to this process's environment.
 func startChildEnv(dir, name string, env []string, binary string, args ...string) (*childProcess, error) {
+	return startChildIn(dir, name, "", env, binary, args...)
+}
+
+// startChildIn is startChildEnv chrooted into root unless root is empty (binary and args are then paths inside
+// root); as a non-root user it maps itself to root in a new user namespace, which grants the chroot inside it.
+func startChildIn(dir, name, root string, env []string, binary string, args ...string) (*childProcess, error) {
 	log, err := os.Create(filepath.Join(dir, name+".log"))
 	if err != nil {
 		return nil, err
@@ -42,6 +48,15 @@ func startChildEnv(dir, name string, env []string, binary string, args ...string
 	cmd.Stdout, cmd.Stderr = out, out
 	// A test binary killed by its timeout must not leave control-plane processes behind.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if root != "" {
+		cmd.Dir = "/"
+		cmd.SysProcAttr.Chroot = root
+		if uid, gid := os.Geteuid(), os.Getegid(); uid != 0 {
+			cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWUSER
+			cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}}
+			cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}}
+		}
+	}
 	if err := cmd.Start(); err != nil {
 		_ = log.Close()
 		return nil, fmt.Errorf("starting %s (%s): %w", name, binary, err)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -70,7 +69,7 @@ func scorecardRoot(t *testing.T, binary string) string {
 	root := t.TempDir()
 	g := NewWithT(t)
 	g.Expect(copyTree(repoPath("bundle"), filepath.Join(root, podBundleRoot))).To(Succeed())
-	g.Expect(copyFile(binary, filepath.Join(root, "scorecard-test"), 0o755)).To(Succeed())
+	g.Expect(testenv.CopyFile(binary, filepath.Join(root, "scorecard-test"), 0o755)).To(Succeed())
 	return root
 }
 
@@ -160,26 +159,9 @@ func copyTree(src, dst string) error {
 		case d.IsDir():
 			return os.MkdirAll(target, 0o755)
 		case d.Type().IsRegular():
-			return copyFile(path, target, 0o644)
+			return testenv.CopyFile(path, target, 0o644)
 		default:
 			return errors.New(path + ": only files and directories belong in a bundle")
 		}
 	})
-}
-
-func copyFile(src, dst string, mode os.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = in.Close() }()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		_ = out.Close()
-		return err
-	}
-	return out.Close()
 }

@@ -1,18 +1,22 @@
-// Package names reads API discovery on a control plane that serves the operator's CRDs beside OLM's, and fails on
-// a resource name that two groups answer to. kubectl resolves a plural, singular or short name to the first group
+// Package names reads API discovery on a control plane that serves the operator's CRDs beside OLM's CRDs and OLM's
+// aggregated packages API (the real package-server of `make olm`, registered as an APIService), and fails on a
+// resource name that two groups answer to. kubectl resolves a plural, singular or short name to the first group
 // that serves it (groups of equal priority sort alphabetically), so a shared name makes one group's objects
 // unreachable by that name — `kubectl get subscription` must keep reaching OLM's Subscriptions.
 package names
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,15 +27,19 @@ import (
 
 var (
 	env *testenv.Env
-	// olmCRDs is the directory of OLM's CRDs (`make olm` links bin/olm).
-	olmCRDs string
+	// olmBuild is `make olm`'s output: OLM's CRDs and binaries.
+	olmBuild string
 )
 
 // ownGroups are the API groups this operator serves.
 var ownGroups = []string{"agentrax.io", "fleetmanagement.grafana.com", "katastroma.org", "operator.gnmic.dev"}
 
-// olmGroup is the group of OLM's Subscription, CatalogSource, InstallPlan, ClusterServiceVersion and friends.
-const olmGroup = "operators.coreos.com"
+const (
+	// olmGroup is the group of OLM's Subscription, CatalogSource, InstallPlan, ClusterServiceVersion and friends.
+	olmGroup = "operators.coreos.com"
+	// packagesGroup is the group OLM's package-server serves PackageManifests in.
+	packagesGroup = "packages.operators.coreos.com"
+)
 
 func TestMain(m *testing.M) {
 	dir, err := olmDir()
@@ -39,21 +47,62 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "names:", err)
 		os.Exit(1)
 	}
-	olmCRDs = filepath.Join(dir, "crds")
-	os.Exit(testenv.Main(m, &env, testenv.Options{ExtraCRDPaths: []string{olmCRDs}}))
+	olmBuild = dir
+	os.Exit(testenv.Main(m, &env, testenv.Options{
+		ExtraCRDPaths: []string{filepath.Join(olmBuild, "crds")},
+		// The aggregation layer and the Service routing the package-server is reached through.
+		Cluster: &testenv.ClusterOptions{},
+	}))
 }
 
-// olmDir finds `make olm`'s output; a missing build fails the package, never skips it.
+// olmDir finds `make olm`'s output, package-server included; a missing build (or one from before package-server
+// was added to it) fails the package, never skips it.
 func olmDir() (string, error) {
 	for _, dir := range []string{
 		filepath.Join(testenv.RepoRoot(), "bin", "olm"),
 		filepath.Join(testenv.CacheDir(), "olm", "v0.42.0"),
 	} {
-		if _, err := os.Stat(filepath.Join(dir, ".done")); err == nil {
-			return dir, nil
+		if _, err := os.Stat(filepath.Join(dir, ".done")); err != nil {
+			continue
 		}
+		if _, err := os.Stat(filepath.Join(dir, "package-server")); err != nil {
+			return "", fmt.Errorf("OLM's build in %s has no package-server: run `make olm` again (make test does)", dir)
+		}
+		return dir, nil
 	}
-	return "", errors.New("OLM's CRDs are not built: run `make olm` (make test does)")
+	return "", errors.New("OLM's CRDs and package-server are not built: run `make olm` (make test does)")
+}
+
+// servePackageManifests runs OLM's package-server as the aggregated API packages.operators.coreos.com/v1, as OLM
+// installs it, until the test ends.
+func servePackageManifests(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	server, err := env.StartAggregatedAPI(ctx, testenv.AggregatedAPI{
+		Name: "packageserver", Group: packagesGroup, Version: "v1",
+		Binary: filepath.Join(olmBuild, "package-server"),
+		Args: func(s testenv.AggregatedServing) []string {
+			return []string{"--secure-port=" + strconv.Itoa(s.Port), "--bind-address=127.0.0.1",
+				"--tls-cert-file=" + s.CertFile, "--tls-private-key-file=" + s.KeyFile,
+				"--kubeconfig=" + s.Kubeconfig,
+				"--authentication-kubeconfig=" + s.Kubeconfig, "--authorization-kubeconfig=" + s.Kubeconfig,
+				"--global-namespace=olm"}
+		},
+		Timeout: 90 * time.Second,
+		// package-server v0.42.0 builds its delegated-authorization options without a kubeconfig (its code assigns
+		// --kubeconfig to the authentication options a second time instead), so they read the in-cluster
+		// configuration whatever the flags say, and it waits for one forever: it runs as in a pod.
+		InCluster: true,
+	})
+	if err != nil {
+		t.Fatalf("starting OLM's package-server: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := server.Stop(); err != nil {
+			t.Errorf("stopping the package-server: %v", err)
+		}
+	})
 }
 
 // servedNames maps every plural, singular and short resource name to the groups serving it (subresources skipped).
@@ -91,10 +140,14 @@ func parseGroup(groupVersion string) (string, error) {
 	return group, nil
 }
 
-// TestNoResourceNameIsServedByTwoGroupsWhenOneIsOurs: on a cluster with OLM's CRDs, none of the operator's plural,
-// singular or short names is served by another group. (kubectl matches a Kind through the singular name, which CRDs
-// always set, so a Kind alone shadows nothing.)
+// TestNoResourceNameIsServedByTwoGroupsWhenOneIsOurs: on a cluster with OLM's CRDs and OLM's package-server, none
+// of the operator's plural, singular or short names is served by another group. (kubectl matches a Kind through the
+// singular name, which CRDs always set, so a Kind alone shadows nothing.) Only clashes with one of our groups fail:
+// the others are not ours to rename, and some exist — Kubernetes serves events, event and ev in both the core group
+// and events.k8s.io, and OLM's InstallPlan short name ip is also networking.k8s.io's IPAddress — so they are
+// logged.
 func TestNoResourceNameIsServedByTwoGroupsWhenOneIsOurs(t *testing.T) {
+	servePackageManifests(t)
 	g := NewWithT(t)
 	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -105,20 +158,30 @@ func TestNoResourceNameIsServedByTwoGroupsWhenOneIsOurs(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(byName).To(HaveKeyWithValue("subscriptions", ContainElement(olmGroup)),
 		"OLM's CRDs are not served, so the test would check nothing")
+	g.Expect(byName["packagemanifests"]).To(ContainElement(packagesGroup),
+		"OLM's package-server is not served, so its names would go unchecked")
 	for _, own := range ownGroups {
 		g.Expect(slices.ContainsFunc(lists, func(l *metav1.APIResourceList) bool {
 			return strings.HasPrefix(l.GroupVersion, own+"/")
 		})).To(BeTrue(), "group %s is not served", own)
 	}
 
-	var clashes []string
+	var clashes, foreign []string
 	for name, groups := range byName {
-		if len(groups) > 1 && slices.ContainsFunc(groups, func(gr string) bool { return slices.Contains(ownGroups, gr) }) {
-			sort.Strings(groups)
-			clashes = append(clashes, fmt.Sprintf("%s: %s", name, strings.Join(groups, ", ")))
+		if len(groups) < 2 {
+			continue
+		}
+		sort.Strings(groups)
+		clash := fmt.Sprintf("%s: %q", name, groups)
+		if slices.ContainsFunc(groups, func(gr string) bool { return slices.Contains(ownGroups, gr) }) {
+			clashes = append(clashes, clash)
+		} else {
+			foreign = append(foreign, clash)
 		}
 	}
 	sort.Strings(clashes)
+	sort.Strings(foreign)
+	t.Logf("names served by more than one group, none of them ours: %v", foreign)
 	g.Expect(clashes).To(BeEmpty(), "resource names served by more than one group")
 }
 
