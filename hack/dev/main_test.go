@@ -134,19 +134,9 @@ func expectReapplyingSamplesIsANoOp(ctx context.Context, t *testing.T, s *devSta
 func expectEverySampleReportsReadyForItsGeneration(ctx context.Context, t *testing.T, c client.Client) {
 	g := NewWithT(t)
 	kinds := map[string]bool{}
-	var samples []*unstructured.Unstructured
-	for _, file := range sampleFiles(t) {
-		objs, err := testenv.ReadObjects(file)
-		g.Expect(err).NotTo(HaveOccurred())
-		for _, u := range objs {
-			namespaced, err := c.IsObjectNamespaced(u)
-			g.Expect(err).NotTo(HaveOccurred())
-			if namespaced && u.GetNamespace() == "" {
-				u.SetNamespace("default")
-			}
-			kinds[u.GroupVersionKind().GroupKind().String()] = true
-			samples = append(samples, u)
-		}
+	samples := sampleObjects(t, c, sampleFiles(t))
+	for _, u := range samples {
+		kinds[u.GroupVersionKind().GroupKind().String()] = true
 	}
 	// Every kind of every group has a sample, so none escapes the check.
 	g.Expect(kinds).To(Equal(operatorKinds(t)))
@@ -229,10 +219,11 @@ func sampleFiles(t *testing.T) []string {
 	return files
 }
 
-// sampleGenerations maps every sample object (kind/namespace/name) to its metadata.generation in the cluster.
-func sampleGenerations(ctx context.Context, t *testing.T, c client.Client, files []string) map[string]int64 {
+// sampleObjects reads the objects of files, in the namespace make dev applies them to ("default") unless
+// cluster-scoped.
+func sampleObjects(t *testing.T, c client.Client, files []string) []*unstructured.Unstructured {
 	g := NewWithT(t)
-	generations := map[string]int64{}
+	var out []*unstructured.Unstructured
 	for _, file := range files {
 		objs, err := testenv.ReadObjects(file)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -242,11 +233,21 @@ func sampleGenerations(ctx context.Context, t *testing.T, c client.Client, files
 			if namespaced && u.GetNamespace() == "" {
 				u.SetNamespace("default")
 			}
-			live := &unstructured.Unstructured{}
-			live.SetGroupVersionKind(u.GroupVersionKind())
-			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(u), live)).To(Succeed())
-			generations[u.GetKind()+" "+u.GetNamespace()+"/"+u.GetName()] = live.GetGeneration()
+			out = append(out, u)
 		}
+	}
+	return out
+}
+
+// sampleGenerations maps every sample object (kind/namespace/name) to its metadata.generation in the cluster.
+func sampleGenerations(ctx context.Context, t *testing.T, c client.Client, files []string) map[string]int64 {
+	g := NewWithT(t)
+	generations := map[string]int64{}
+	for _, u := range sampleObjects(t, c, files) {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(u.GroupVersionKind())
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(u), live)).To(Succeed())
+		generations[u.GetKind()+" "+u.GetNamespace()+"/"+u.GetName()] = live.GetGeneration()
 	}
 	return generations
 }
