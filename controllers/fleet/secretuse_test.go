@@ -30,7 +30,7 @@ func TestASyncMayNameOnlyASecretTheRequesterMayRead(t *testing.T) {
 	err := as(t, "mallory").Create(ctx, sync("exfil"))
 	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "want Forbidden, got %v", err)
 	g.Expect(err.Error()).To(ContainSubstring("spec.source.secretRef"))
-	g.Expect(err.Error()).To(ContainSubstring(`may not get Secret ` + ns + `/cmdb-token`))
+	g.Expect(err.Error()).To(ContainSubstring(`may not get secrets ` + ns + `/cmdb-token`))
 	// A sync without a Secret is not affected.
 	plain := httpSync(ns, "plain", "https://cmdb.example.com/collectors", fleetv1alpha1.PolicySelector{CollectorIDs: []string{"a"}}, map[string]string{"rack": "rack"})
 	g.Expect(as(t, "mallory").Create(ctx, plain)).To(Succeed())

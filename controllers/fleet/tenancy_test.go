@@ -144,7 +144,7 @@ func TestCrossNamespaceDiscoveryNeedsCreateRightsInTheTarget(t *testing.T) {
 	}
 	err := carol.Create(ctx, cd("denied"))
 	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
-	g.Expect(err).To(MatchError(ContainSubstring(`may not create collectors in namespace "` + target + `"`)))
+	g.Expect(err).To(MatchError(ContainSubstring(`may not create collectors.fleetmanagement.grafana.com in namespace "` + target + `"`)))
 	g.Expect(carol.Create(ctx, &fleetv1alpha1.PipelineDiscovery{ObjectMeta: metav1.ObjectMeta{Namespace: home, Name: "pd"},
 		Spec: fleetv1alpha1.PipelineDiscoverySpec{TargetNamespace: target, Selector: otelSelector()}})).
 		To(MatchError(ContainSubstring("may not create pipelines")))

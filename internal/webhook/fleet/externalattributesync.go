@@ -57,7 +57,7 @@ func (v ExternalAttributeSyncValidator) invalid(ctx context.Context, s *fleetv1a
 		return apierrors.NewInvalid(fleetv1alpha1.GroupVersion.WithKind("ExternalAttributeSync").GroupKind(), s.Name, errs)
 	}
 	if ref := s.Spec.Source.SecretRef; ref != nil {
-		if err := v.Tenancy.CheckSecretUse(ctx, "externalattributesyncs", s.Namespace, s.Name, "spec.source.secretRef", ref.Name); err != nil {
+		if err := v.Tenancy.CheckSecretUse(ctx, "externalattributesyncs", s.Namespace, s.Name, field.NewPath("spec", "source", "secretRef"), ref.Name); err != nil {
 			return err
 		}
 	}

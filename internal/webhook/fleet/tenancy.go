@@ -4,17 +4,14 @@ import (
 	"context"
 	"fmt"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	fleetv1alpha1 "github.com/quartet-dev/quartet-operator/apis/fleet/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/fleet/tenant"
+	"github.com/quartet-dev/quartet-operator/internal/requester"
 )
 
 // Tenancy is the admission checks that depend on who asks: TenantPolicy enforcement and the cross-namespace
@@ -37,20 +34,12 @@ type Tenancy struct {
 	Collectors func(ctx context.Context, id string) (attrs map[string]string, registered bool, err error)
 }
 
-func userOf(ctx context.Context) (authenticationv1.UserInfo, error) {
-	req, err := admission.RequestFromContext(ctx)
-	if err != nil {
-		return authenticationv1.UserInfo{}, fmt.Errorf("no admission request in the context: %w", err)
-	}
-	return req.UserInfo, nil
-}
-
 // bound returns the TenantPolicies that bind the requesting user in ns; none when enforcement is off.
 func (t *Tenancy) bound(ctx context.Context, ns string) ([]*fleetv1alpha1.TenantPolicy, error) {
 	if t == nil || !t.EnforcePolicies {
 		return nil, nil
 	}
-	user, err := userOf(ctx)
+	user, err := requester.User(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -119,54 +108,22 @@ func (t *Tenancy) CheckTarget(ctx context.Context, resource, ns, name, target, c
 	if t == nil || !t.EnforceCrossNamespace || target == "" || target == ns {
 		return nil
 	}
-	gr := schema.GroupResource{Group: fleetv1alpha1.GroupVersion.Group, Resource: resource}
-	allowed, user, err := t.review(ctx, &authorizationv1.ResourceAttributes{
-		Namespace: target, Verb: "create", Group: fleetv1alpha1.GroupVersion.Group,
-		Version: fleetv1alpha1.GroupVersion.Version, Resource: createdResource,
+	return t.checker().Refuse(ctx, fleetv1alpha1.GroupVersion.WithResource(resource).GroupResource(), name, requester.Use{
+		Field: field.NewPath("spec", "targetNamespace"), Verb: "create", Group: fleetv1alpha1.GroupVersion.Group,
+		Resource: createdResource, Namespace: target,
 	})
-	if err != nil {
-		return apierrors.NewForbidden(gr, name, fmt.Errorf("spec.targetNamespace: the SubjectAccessReview failed, so the request is refused: %w", err))
-	}
-	if !allowed {
-		return apierrors.NewForbidden(gr, name, fmt.Errorf("spec.targetNamespace: user %q may not create %s in namespace %q", user, createdResource, target))
-	}
-	return nil
 }
 
 // CheckSecretUse is the Secret-use check: a CR that names a Secret is admitted only when the requesting user may
 // get that Secret, so creating (or repointing) a sync cannot send credentials the user cannot read to a host of
 // their choosing. It runs on every create and update that names a Secret, since a changed URL sends the same
 // Secret elsewhere.
-func (t *Tenancy) CheckSecretUse(ctx context.Context, resource, ns, name, fieldPath, secret string) error {
+func (t *Tenancy) CheckSecretUse(ctx context.Context, resource, ns, name string, path *field.Path, secret string) error {
 	if t == nil || !t.EnforceSecretUse || secret == "" {
 		return nil
 	}
-	gr := schema.GroupResource{Group: fleetv1alpha1.GroupVersion.Group, Resource: resource}
-	allowed, user, err := t.review(ctx, &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "get", Resource: "secrets", Name: secret})
-	if err != nil {
-		return apierrors.NewForbidden(gr, name, fmt.Errorf("%s: the SubjectAccessReview failed, so the request is refused: %w", fieldPath, err))
-	}
-	if !allowed {
-		return apierrors.NewForbidden(gr, name, fmt.Errorf("%s: user %q may not get Secret %s/%s, so it may not name it", fieldPath, user, ns, secret))
-	}
-	return nil
+	return t.checker().Refuse(ctx, fleetv1alpha1.GroupVersion.WithResource(resource).GroupResource(), name,
+		requester.SecretGet(path, ns, secret))
 }
 
-// review asks the API server whether the requesting user may do attrs.
-func (t *Tenancy) review(ctx context.Context, attrs *authorizationv1.ResourceAttributes) (bool, string, error) {
-	user, err := userOf(ctx)
-	if err != nil {
-		return false, "", err
-	}
-	extra := map[string]authorizationv1.ExtraValue{}
-	for k, v := range user.Extra {
-		extra[k] = authorizationv1.ExtraValue(v)
-	}
-	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra, ResourceAttributes: attrs,
-	}}
-	if err := t.Reviews.Create(ctx, sar); err != nil {
-		return false, user.Username, err
-	}
-	return sar.Status.Allowed, user.Username, nil
-}
+func (t *Tenancy) checker() *requester.Checker { return &requester.Checker{Reviews: t.Reviews} }

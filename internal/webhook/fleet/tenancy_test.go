@@ -79,7 +79,7 @@ func TestTenancyChecks(t *testing.T) {
 	g.Expect(ten.CheckTarget(alice, "collectordiscoveries", "ns-a", "d", "other", "collectors")).To(Succeed())
 	err = ten.CheckTarget(asUser("bob"), "collectordiscoveries", "ns-a", "d", "other", "collectors")
 	g.Expect(apierrors.IsForbidden(err)).To(BeTrue())
-	g.Expect(err).To(MatchError(ContainSubstring(`user "bob" may not create collectors in namespace "other"`)))
+	g.Expect(err).To(MatchError(ContainSubstring(`user "bob" may not create collectors.fleetmanagement.grafana.com in namespace "other"`)))
 	g.Expect(ten.CheckTarget(asUser("bob"), "collectordiscoveries", "ns-a", "d", "ns-a", "collectors")).To(Succeed())
 }
 
