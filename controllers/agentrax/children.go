@@ -102,6 +102,10 @@ func writeAgentPod(pod *corev1.PodSpec, ad *agentraxv1alpha1.AgentDeployment, im
 	}
 	pod.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
 		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+	// Agents run under the namespace's default ServiceAccount, which the operator did not create: without its
+	// token, so an AgentDeployment cannot lend an agent image whatever rights that account was granted (the
+	// escalation guard refuses any other pod template from the operator).
+	pod.AutomountServiceAccountToken = ptr.To(false)
 }
 
 // normalizedEnv fills in what the API server defaults in a pod template, so an unchanged spec compares equal.

@@ -49,12 +49,17 @@ type PlatformReconciler struct {
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;serviceaccounts;configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
-// The shipped ClusterRoles are bound, never written; delete removes the per-Platform ClusterRoles older versions created.
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=get;list;watch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=quartet-operator-katastroma-source;quartet-operator-katastroma-provisioner;quartet-operator-katastroma-pruner;quartet-operator-katastroma-source-tenant
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=get;list;watch;create;update;patch;delete
-// pharos's Role holds only ConfigMap rights the operator has itself, so it needs neither escalate nor bind.
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
+// The shipped ClusterRoles are bound by name, never written (platform.BindableClusterRoles).
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=get;list;watch
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=quartet-operator-katastroma-source;quartet-operator-katastroma-provisioner;quartet-operator-katastroma-pruner;quartet-operator-katastroma-source-tenant;quartet-operator-katastroma-pharos;quartet-operator-katastroma-tenant-provisioner;quartet-operator-katastroma-tenant-pruner
+// One ClusterRoleBinding per stage role, with fixed names (platform.SharedBindingNames): create cannot be limited by
+// name, update/patch/delete are; the escalation guard refuses any other subject than a stage ServiceAccount.
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=update;patch;delete,resourceNames=quartet-operator-katastroma-source;quartet-operator-katastroma-provisioner;quartet-operator-katastroma-pruner
+// RoleBindings of shipped ClusterRoles only (pharos's here, the source stage's in tenant namespaces); the guard
+// confines them to tenant and Platform namespaces. The Roles earlier versions wrote are deleted by name.
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles,verbs=delete,resourceNames=katastroma-pharos;katastroma-provisioner;katastroma-pruner
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 
 // Reconcile fetches the Platform, handles its deletion, writes every child and patches status once, only if changed.
@@ -153,24 +158,11 @@ func (r *PlatformReconciler) writeChildren(ctx context.Context, p *gitopsv1alpha
 		}); err != nil {
 			return err
 		}
-		if err := r.clusterRBAC(ctx, p, stage); err != nil {
+		if err := r.stageSubject(ctx, p, stage, true); err != nil {
 			return err
 		}
 	}
-	if err := r.deleteOldRoles(ctx, p); err != nil {
-		return err
-	}
-	role, rb := platform.PharosRole(p)
-	if err := r.own(ctx, p, role, &rbacv1.Role{}, func(live client.Object) {
-		l := live.(*rbacv1.Role)
-		l.Labels, l.Rules = role.Labels, role.Rules
-	}); err != nil {
-		return err
-	}
-	if err := r.own(ctx, p, rb, &rbacv1.RoleBinding{}, func(live client.Object) {
-		l := live.(*rbacv1.RoleBinding)
-		l.Labels, l.RoleRef, l.Subjects = rb.Labels, rb.RoleRef, rb.Subjects
-	}); err != nil {
+	if err := r.pharosRBAC(ctx, p); err != nil {
 		return err
 	}
 	cm := platform.CollectorConfigMap(p)
@@ -235,14 +227,12 @@ func (r *PlatformReconciler) finalize(ctx context.Context, p *gitopsv1alpha1.Pla
 	if !controllerutil.ContainsFinalizer(p, PlatformFinalizer) {
 		return nil
 	}
-	if err := r.deleteClusterBindings(ctx, p); err != nil {
-		return err
+	for _, stage := range platform.Stages {
+		if err := r.stageSubject(ctx, p, stage, false); err != nil {
+			return err
+		}
 	}
 	if err := r.pruneSourceTenantRBAC(ctx, p, nil); err != nil {
-		return err
-	}
-	// A Platform deleted before it was reconciled by this operator may still have its own roles.
-	if err := r.deleteOldRoles(ctx, p); err != nil {
 		return err
 	}
 	patch := client.MergeFrom(p.DeepCopy())
@@ -329,7 +319,6 @@ func (r *PlatformReconciler) SetupWithManager(mgr ctrl.Manager, o kube.Controlle
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ServiceAccount{}).
 		Owns(&networkingv1.NetworkPolicy{}).
-		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{}).
 		// A namespace labelled (or unlabelled) as a tenant gains (or loses) the source stage's Role.
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.allPlatforms),

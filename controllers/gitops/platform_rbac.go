@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -17,33 +20,93 @@ import (
 	"github.com/quartet-dev/quartet-operator/internal/gitops/platform"
 )
 
-// deleteClusterBindings deletes p's ClusterRoleBindings. One at a time: the operator is not granted
-// deletecollection.
-func (r *PlatformReconciler) deleteClusterBindings(ctx context.Context, p *gitopsv1alpha1.Platform) error {
-	var crbs rbacv1.ClusterRoleBindingList
-	if err := r.List(ctx, &crbs, client.MatchingLabels{platform.PlatformLabel: platform.OwnerValue(p)}); err != nil {
-		return fmt.Errorf("listing ClusterRoleBindings: %w", err)
-	}
-	for i := range crbs.Items {
-		if err := r.Delete(ctx, &crbs.Items[i]); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting ClusterRoleBinding %s: %w", crbs.Items[i].Name, err)
-		}
-	}
-	return nil
-}
-
-// clusterRBAC binds a stage's ServiceAccount to its shipped ClusterRole, with a binding labelled for the finalizer
-// to find. An existing binding labelled for another Platform is refused rather than rewritten
-// (platform.ConflictError).
-func (r *PlatformReconciler) clusterRBAC(ctx context.Context, p *gitopsv1alpha1.Platform, stage string) error {
-	crb := platform.ClusterRoleBinding(p, stage)
-	if crb == nil {
+// stageSubject adds (present) or removes p's ServiceAccount of stage in the stage's shared ClusterRoleBinding,
+// creating the binding when it is missing. A binding of that name bound to another role is someone else's: it is
+// reported (platform.ConflictError), never rewritten. Conflicting writes by other Platforms are retried.
+func (r *PlatformReconciler) stageSubject(ctx context.Context, p *gitopsv1alpha1.Platform, stage string, present bool) error {
+	role := platform.StageClusterRole(stage)
+	if role == "" {
 		return nil
 	}
-	live := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: crb.Name}}
-	return r.writeBinding(ctx, p, "ClusterRoleBinding", live, crb, crb.RoleRef, func() {
-		live.Labels, live.RoleRef, live.Subjects = crb.Labels, crb.RoleRef, crb.Subjects
+	ref := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role}
+	subject := platform.StageSubject(p, stage)
+	name := platform.SharedBindingName(stage)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		crb := &rbacv1.ClusterRoleBinding{}
+		err := r.Get(ctx, client.ObjectKey{Name: name}, crb)
+		if apierrors.IsNotFound(err) {
+			if !present {
+				return nil
+			}
+			crb = &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: platform.SharedBindingLabels()},
+				RoleRef: ref, Subjects: []rbacv1.Subject{subject}}
+			if err := r.Create(ctx, crb); err != nil {
+				if apierrors.IsAlreadyExists(err) {
+					return apierrors.NewConflict(rbacv1.Resource("clusterrolebindings"), name, err)
+				}
+				return fmt.Errorf("creating ClusterRoleBinding %s: %w", name, err)
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading ClusterRoleBinding %s: %w", name, err)
+		}
+		if crb.RoleRef != ref {
+			return &platform.ConflictError{Kind: "ClusterRoleBinding", Name: name, Owner: "", RoleRef: crb.RoleRef.Name}
+		}
+		has := slices.Contains(crb.Subjects, subject)
+		switch {
+		case present && !has:
+			crb.Subjects = append(crb.Subjects, subject)
+		case !present && has:
+			crb.Subjects = slices.DeleteFunc(crb.Subjects, func(s rbacv1.Subject) bool { return s == subject })
+		default:
+			return nil
+		}
+		if err := r.Update(ctx, crb); err != nil {
+			return fmt.Errorf("updating the subjects of ClusterRoleBinding %s: %w", name, err)
+		}
+		return nil
 	})
+}
+
+// pharosRBAC binds the shipped pharos ClusterRole in the Platform's namespace. A binding an earlier version made
+// to a Role of its own is replaced (roleRef is immutable) and that Role deleted: the operator writes no Role.
+func (r *PlatformReconciler) pharosRBAC(ctx context.Context, p *gitopsv1alpha1.Platform) error {
+	rb := platform.PharosRoleBinding(p)
+	if err := controllerutil.SetControllerReference(p, rb, r.Scheme()); err != nil {
+		return err
+	}
+	live := &rbacv1.RoleBinding{}
+	err := r.Get(ctx, client.ObjectKeyFromObject(rb), live)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := r.Create(ctx, rb); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating RoleBinding %s: %w", rb.Name, err)
+		}
+		return nil
+	case err != nil:
+		return err
+	case live.RoleRef != rb.RoleRef:
+		uid := live.UID
+		if err := r.Delete(ctx, live, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting RoleBinding %s to change its roleRef: %w", rb.Name, err)
+		}
+		if err := r.Create(ctx, rb); err != nil {
+			return fmt.Errorf("creating RoleBinding %s: %w", rb.Name, err)
+		}
+		if live.RoleRef.Kind == "Role" {
+			old := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: live.RoleRef.Name}}
+			if err := r.Delete(ctx, old); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("deleting the Role %s an earlier version made: %w", old.Name, err)
+			}
+		}
+		return nil
+	case !equality.Semantic.DeepEqual(live.Subjects, rb.Subjects) || !equality.Semantic.DeepEqual(live.Labels, rb.Labels):
+		live.Subjects, live.Labels = rb.Subjects, rb.Labels
+		return r.Update(ctx, live)
+	}
+	return nil
 }
 
 // errRoleRefChanged stops an update of a binding whose roleRef differs: roleRef is immutable.
@@ -110,34 +173,6 @@ func (r *PlatformReconciler) sourceTenantRBAC(ctx context.Context, p *gitopsv1al
 		}
 	}
 	return r.pruneSourceTenantRBAC(ctx, p, keep)
-}
-
-// deleteOldRoles deletes the ClusterRoles and the source stage's tenant Roles that operators before the shipped
-// roles created for p, once writeBinding has rebound every binding of p to the shipped roles.
-func (r *PlatformReconciler) deleteOldRoles(ctx context.Context, p *gitopsv1alpha1.Platform) error {
-	sel := client.MatchingLabels{platform.PlatformLabel: platform.OwnerValue(p)}
-	var crs rbacv1.ClusterRoleList
-	if err := r.List(ctx, &crs, sel); err != nil {
-		return fmt.Errorf("listing old ClusterRoles: %w", err)
-	}
-	for i := range crs.Items {
-		if err := r.Delete(ctx, &crs.Items[i]); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting old ClusterRole %s: %w", crs.Items[i].Name, err)
-		}
-	}
-	var roles rbacv1.RoleList
-	if err := r.List(ctx, &roles, sel); err != nil {
-		return fmt.Errorf("listing old Roles: %w", err)
-	}
-	for i := range roles.Items {
-		// pharos's Role, in the Platform's namespace, is current.
-		if role := &roles.Items[i]; role.Name == platform.ClusterName(p, gitopsv1alpha1.StageSource) {
-			if err := r.Delete(ctx, role); err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("deleting old Role %s/%s: %w", role.Namespace, role.Name, err)
-			}
-		}
-	}
-	return nil
 }
 
 // pruneSourceTenantRBAC deletes the source stage's tenant RoleBindings outside the keep namespaces (all of them when

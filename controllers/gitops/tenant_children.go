@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -15,43 +16,96 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	gitopsv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gitops/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/platform"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/tenancy"
 )
 
 // children writes the pipeline identities of one tenant namespace and makes sure its webhook Secret exists.
 func (r *TenantReconciler) children(ctx context.Context, t *gitopsv1alpha1.Tenant, ns string) error {
-	for sa, verbs := range map[string][]string{
-		gitopsv1alpha1.ProvisionerServiceAccount: tenancy.ProvisionerVerbs,
-		gitopsv1alpha1.PrunerServiceAccount:      tenancy.PrunerVerbs,
+	for sa, role := range map[string]string{
+		gitopsv1alpha1.ProvisionerServiceAccount: platform.TenantProvisionerClusterRole,
+		gitopsv1alpha1.PrunerServiceAccount:      platform.TenantPrunerClusterRole,
 	} {
-		if err := r.identity(ctx, t, ns, sa, tenancy.Rules(t.Spec.Resources, verbs)); err != nil {
+		if err := r.identity(ctx, t, ns, sa, role); err != nil {
 			return err
 		}
 	}
 	return r.webhookSecret(ctx, t, ns)
 }
 
-// identity writes one ServiceAccount with its Role and RoleBinding of the same name.
-func (r *TenantReconciler) identity(ctx context.Context, t *gitopsv1alpha1.Tenant, ns, name string, rules []rbacv1.PolicyRule) error {
+// identity writes one ServiceAccount and its RoleBinding to the shipped tenant ClusterRole. The operator binds
+// that role by name and writes no rule: what tenants may deploy is the administrators' to extend (aggregation).
+// A binding an earlier version made to a Role of the Tenant's own is replaced (roleRef is immutable) and the Role
+// deleted.
+func (r *TenantReconciler) identity(ctx context.Context, t *gitopsv1alpha1.Tenant, ns, name, clusterRole string) error {
 	labels := map[string]string{gitopsv1alpha1.LabelTenant: t.Name}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	if err := r.write(ctx, t, sa, func() { sa.Labels = merge(sa.Labels, labels) }); err != nil {
 		return err
 	}
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "katastroma-" + name}}
-	if err := r.write(ctx, t, role, func() {
-		role.Labels = merge(role.Labels, labels)
-		role.Rules = rules
-	}); err != nil {
+	want := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "katastroma-" + name}}
+	if err := r.Get(ctx, client.ObjectKeyFromObject(rb), rb); err == nil && rb.RoleRef != want {
+		uid := rb.UID
+		if err := r.Delete(ctx, rb, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("replacing RoleBinding %s: %w", rb.Name, err)
+		}
+		if rb.RoleRef.Kind == "Role" {
+			old := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rb.RoleRef.Name}}
+			if err := r.Delete(ctx, old); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("deleting the Role %s an earlier version wrote: %w", old.Name, err)
+			}
+		}
+		fresh := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rb.Name, Labels: labels},
+			RoleRef: want, Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}}}
+		if err := controllerutil.SetControllerReference(t, fresh, r.Scheme()); err != nil {
+			return err
+		}
+		// Directly, not through the cache, which still holds the binding just deleted.
+		if err := r.Create(ctx, fresh); err != nil {
+			return fmt.Errorf("creating RoleBinding %s: %w", rb.Name, err)
+		}
+		return nil
+	} else if client.IgnoreNotFound(err) != nil {
 		return err
 	}
-	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "katastroma-" + name}}
+	rb = &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "katastroma-" + name}}
 	return r.write(ctx, t, rb, func() {
 		rb.Labels = merge(rb.Labels, labels)
-		// roleRef is immutable; it never changes because the Role's name is fixed.
-		rb.RoleRef = rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}
+		rb.RoleRef = want
 		rb.Subjects = []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}}
 	})
+}
+
+// missingGrants reports, as a message naming what an administrator must create, which of spec.resources the
+// shipped tenant ClusterRoles (with every ClusterRole aggregated into them) do not grant; "" when they grant all.
+func (r *TenantReconciler) missingGrants(ctx context.Context, t *gitopsv1alpha1.Tenant) (string, error) {
+	var msgs []string
+	for _, id := range []struct {
+		label string
+		verbs []string
+		role  string
+	}{
+		{platform.AggregateToTenantProvisioner, tenancy.ProvisionerVerbs, platform.TenantProvisionerClusterRole},
+		{platform.AggregateToTenantPruner, tenancy.PrunerVerbs, platform.TenantPrunerClusterRole},
+	} {
+		var roles rbacv1.ClusterRoleList
+		if err := r.List(ctx, &roles, client.MatchingLabels{id.label: "true"}); err != nil {
+			return "", fmt.Errorf("listing the ClusterRoles aggregated into %s: %w", id.role, err)
+		}
+		var rules []rbacv1.PolicyRule
+		for _, cr := range roles.Items {
+			rules = append(rules, cr.Rules...)
+		}
+		if missing := tenancy.Missing(t.Spec.Resources, id.verbs, rules); len(missing) > 0 {
+			msgs = append(msgs, fmt.Sprintf("%s does not grant %s %s: an administrator creates a ClusterRole labelled %s: \"true\" granting them",
+				id.role, strings.Join(id.verbs, ", "), strings.Join(missing, ", "), id.label))
+		}
+	}
+	if len(msgs) == 0 {
+		return "", nil
+	}
+	return "spec.resources: " + strings.Join(msgs, "; ") + " (docs/gitops.md, \"Granting tenants a new kind\")", nil
 }
 
 // write creates or updates obj with mutate applied and the Tenant as controller; an unchanged object is not

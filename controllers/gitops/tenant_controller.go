@@ -14,11 +14,16 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	gitopsv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gitops/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/platform"
 	"github.com/quartet-dev/quartet-operator/internal/kube"
 	"github.com/quartet-dev/quartet-operator/internal/telemetry"
 )
@@ -30,10 +35,8 @@ const TenantControllerName = "gitops-tenant"
 // leave that to the garbage collector, which cannot tell a namespace removed from the spec from one still wanted.
 const TenantFinalizer = "katastroma.org/tenant-offboarding"
 
-// AnnotationCreatedBy marks a namespace the Tenant created (value: the Tenant's name). Only such namespaces are
-// deleted on prune and offboarding; a namespace that existed before is adopted with the label alone and released
-// (label and the Tenant's identities removed) instead, so the Tenant never deletes what it did not create.
-const AnnotationCreatedBy = "katastroma.org/created-by"
+// AnnotationCreatedBy marks a namespace the Tenant created (gitopsv1alpha1.AnnotationCreatedBy).
+const AnnotationCreatedBy = gitopsv1alpha1.AnnotationCreatedBy
 
 // TenantReconciler creates and owns a Tenant's namespaces and, in each, the provisioner and pruner
 // ServiceAccounts, their Roles and RoleBindings and the webhook Secret; in the first, the tenant's Grafana
@@ -51,7 +54,11 @@ type TenantReconciler struct {
 // +kubebuilder:rbac:groups="",resources=namespaces;serviceaccounts,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete;escalate;bind
+// The pipeline identities are bound to the shipped tenant ClusterRoles (no Role, no escalate; bind by name only).
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=get;list;watch
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=quartet-operator-katastroma-tenant-provisioner;quartet-operator-katastroma-tenant-pruner
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles,verbs=delete,resourceNames=katastroma-provisioner;katastroma-pruner
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile fetches the Tenant, handles offboarding, writes its children and patches status once, only if changed.
@@ -77,14 +84,18 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 	if phaseErr == nil {
 		phaseErr = r.pruneNamespaces(ctx, t)
 	}
-	r.setStatus(t, ready, phaseErr)
+	missing, grantErr := r.missingGrants(ctx, t)
+	phaseErr = errors.Join(phaseErr, grantErr)
+	r.setStatus(t, ready, phaseErr, missing)
 	if err := kube.PatchStatusIfChanged(ctx, r.Client, before, t); err != nil {
 		return ctrl.Result{}, err
 	}
 	var claimed *claimedError
-	if errors.As(phaseErr, &claimed) {
-		return ctrl.Result{}, nil // Stalled: a spec change or the other tenant leaving brings it back
+	var notGiven *notGivenError
+	if errors.As(phaseErr, &claimed) || errors.As(phaseErr, &notGiven) {
+		return ctrl.Result{}, nil // Stalled: a spec change, the other tenant leaving or the label brings it back
 	}
+
 	return ctrl.Result{}, phaseErr
 }
 
@@ -135,15 +146,24 @@ func (r *TenantReconciler) namespaces(ctx context.Context, t *gitopsv1alpha1.Ten
 	return ready, nil
 }
 
-// adopt labels an existing unlabelled namespace for the tenant. It sets no owner reference: the namespace
-// existed before the Tenant, so neither offboarding nor the garbage collector may delete it. A reference left by
-// an earlier version on a namespace the Tenant did not create is removed.
+// notGivenError: a namespace of the spec exists and nobody handed it to the tenant.
+type notGivenError struct{ namespace, tenant string }
+
+func (e *notGivenError) Error() string {
+	return fmt.Sprintf("namespace %s exists and was not made for tenant %s: an administrator hands it over by labelling it %s=%s",
+		e.namespace, e.tenant, gitopsv1alpha1.LabelTenant, e.tenant)
+}
+
+// adopt takes over an existing namespace an administrator labelled for the tenant; a namespace without the label
+// was never given to it, and the operator does not label one itself (its escalation guard refuses that too). It
+// sets no owner reference: the namespace existed before the Tenant, so neither offboarding nor the garbage
+// collector may delete it. A reference left by an earlier version on a namespace the Tenant did not create is
+// removed.
 func (r *TenantReconciler) adopt(ctx context.Context, t *gitopsv1alpha1.Tenant, ns *corev1.Namespace) error {
-	before := ns.DeepCopy()
-	if ns.Labels == nil {
-		ns.Labels = map[string]string{}
+	if ns.Labels[gitopsv1alpha1.LabelTenant] != t.Name {
+		return &notGivenError{namespace: ns.Name, tenant: t.Name}
 	}
-	ns.Labels[gitopsv1alpha1.LabelTenant] = t.Name
+	before := ns.DeepCopy()
 	if !createdBy(ns, t) {
 		ns.OwnerReferences = slices.DeleteFunc(ns.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == t.UID })
 	}
@@ -249,7 +269,9 @@ func (r *TenantReconciler) offboard(ctx context.Context, t *gitopsv1alpha1.Tenan
 	return r.Patch(ctx, t, patch)
 }
 
-func (r *TenantReconciler) setStatus(t *gitopsv1alpha1.Tenant, ready []string, err error) {
+// setStatus reports the namespaces set up and, once all are, whether the shipped tenant ClusterRoles grant what
+// spec.resources asks (missing names what an administrator must add).
+func (r *TenantReconciler) setStatus(t *gitopsv1alpha1.Tenant, ready []string, err error, missing string) {
 	t.Status.ObservedGeneration = t.Generation
 	t.Status.Namespaces = ready
 	cond := func(typ string, status metav1.ConditionStatus, reason, msg string) {
@@ -257,12 +279,21 @@ func (r *TenantReconciler) setStatus(t *gitopsv1alpha1.Tenant, ready []string, e
 			Message: msg, ObservedGeneration: t.Generation})
 	}
 	var claimed *claimedError
+	var notGiven *notGivenError
 	switch {
+	case err == nil && missing != "":
+		cond(gitopsv1alpha1.ConditionReady, metav1.ConditionFalse, gitopsv1alpha1.ReasonRoleMissing, missing)
+		cond(gitopsv1alpha1.ConditionReconciling, metav1.ConditionFalse, gitopsv1alpha1.ReasonRoleMissing, missing)
+		cond(gitopsv1alpha1.ConditionStalled, metav1.ConditionTrue, gitopsv1alpha1.ReasonRoleMissing, missing)
 	case err == nil:
 		cond(gitopsv1alpha1.ConditionReady, metav1.ConditionTrue, gitopsv1alpha1.ReasonReconciled,
 			fmt.Sprintf("%d namespaces with their pipeline identities and webhook Secret", len(ready)))
 		cond(gitopsv1alpha1.ConditionReconciling, metav1.ConditionFalse, gitopsv1alpha1.ReasonReconciled, "up to date")
 		cond(gitopsv1alpha1.ConditionStalled, metav1.ConditionFalse, gitopsv1alpha1.ReasonReconciled, "up to date")
+	case errors.As(err, &notGiven):
+		cond(gitopsv1alpha1.ConditionReady, metav1.ConditionFalse, gitopsv1alpha1.ReasonNamespaceNotGiven, err.Error())
+		cond(gitopsv1alpha1.ConditionReconciling, metav1.ConditionFalse, gitopsv1alpha1.ReasonNamespaceNotGiven, err.Error())
+		cond(gitopsv1alpha1.ConditionStalled, metav1.ConditionTrue, gitopsv1alpha1.ReasonNamespaceNotGiven, err.Error())
 	case errors.As(err, &claimed):
 		cond(gitopsv1alpha1.ConditionReady, metav1.ConditionFalse, gitopsv1alpha1.ReasonNamespaceClaimed, err.Error())
 		cond(gitopsv1alpha1.ConditionReconciling, metav1.ConditionFalse, gitopsv1alpha1.ReasonNamespaceClaimed, err.Error())
@@ -274,16 +305,46 @@ func (r *TenantReconciler) setStatus(t *gitopsv1alpha1.Tenant, ready []string, e
 	}
 }
 
-// SetupWithManager watches Tenants and the children they control. Secrets are not watched (that would cache
-// every Secret of the cluster); a deleted webhook Secret is recreated on the Tenant's next reconcile.
+// SetupWithManager watches Tenants and the children they control, namespaces an administrator labels for a
+// Tenant (a hand-over), and the ClusterRoles aggregated into the tenant roles (an administrator granting a kind).
+// Secrets are not watched (that would cache every Secret of the cluster); a deleted webhook Secret is recreated
+// on the Tenant's next reconcile.
 func (r *TenantReconciler) SetupWithManager(mgr ctrl.Manager, o kube.ControllerOptions) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&gitopsv1alpha1.Tenant{}).
 		Owns(&corev1.Namespace{}).
 		Owns(&corev1.ServiceAccount{}).
-		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{}).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(labelledTenant)).
+		Watches(&rbacv1.ClusterRole{}, handler.EnqueueRequestsFromMapFunc(r.allTenants),
+			builder.WithPredicates(predicate.NewPredicateFuncs(aggregatedIntoTenantRoles))).
 		WithOptions(o.Options()).
 		Named(TenantControllerName).
 		Complete(r)
+}
+
+// labelledTenant maps a namespace to the Tenant its label names.
+func labelledTenant(_ context.Context, obj client.Object) []reconcile.Request {
+	if name := obj.GetLabels()[gitopsv1alpha1.LabelTenant]; name != "" {
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: name}}}
+	}
+	return nil
+}
+
+func aggregatedIntoTenantRoles(obj client.Object) bool {
+	l := obj.GetLabels()
+	return l[platform.AggregateToTenantProvisioner] == "true" || l[platform.AggregateToTenantPruner] == "true"
+}
+
+// allTenants maps a change of the tenant roles to every Tenant (a cluster has few).
+func (r *TenantReconciler) allTenants(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list gitopsv1alpha1.TenantList
+	if err := r.List(ctx, &list); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, t := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Name: t.Name}})
+	}
+	return out
 }

@@ -99,6 +99,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.EnforceSecretUseAuthz, "enforce-secret-use-authz", o.EnforceSecretUseAuthz,
 		"Admit an ExternalAttributeSync that names a Secret only when a SubjectAccessReview says the requester may get "+
 			"that Secret (on by default; =false skips the check).")
+	fs.BoolVar(&o.EscalationGuard, "escalation-guard", o.EscalationGuard,
+		"When running as a ServiceAccount, install the escalation guard (a ValidatingAdmissionPolicy the operator may "+
+			"create but never change) and wait until it is enforced before starting; =false only where an administrator "+
+			"installs an equivalent policy (docs/install.md, \"Permissions\").")
 	fs.StringVar(&o.FleetClusterID, "fleet-cluster-id", o.FleetClusterID,
 		"Identity of this cluster in the ownership marker written into Fleet pipelines' metadata; empty means the "+
 			"UID of the kube-system namespace.")

@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -25,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/quartet-dev/quartet-operator/internal/devdial"
+	"github.com/quartet-dev/quartet-operator/internal/guard"
 	"github.com/quartet-dev/quartet-operator/internal/netguard"
 	"github.com/quartet-dev/quartet-operator/internal/operator"
 	"github.com/quartet-dev/quartet-operator/internal/webhookcert"
@@ -106,6 +108,9 @@ type Options struct {
 	// EnforceSecretUseAuthz makes admission of a fleet CR that names a Secret check, with a SubjectAccessReview,
 	// that the requester may get that Secret.
 	EnforceSecretUseAuthz bool
+	// EscalationGuard makes the manager, when it runs as a ServiceAccount, install its escalation guard (package
+	// guard) and wait until the API server enforces it before any controller starts.
+	EscalationGuard bool
 	// FleetClusterID identifies this cluster in the ownership marker of Fleet pipelines; empty means the UID of
 	// the kube-system namespace.
 	FleetClusterID string
@@ -157,6 +162,7 @@ func DefaultOptions() Options {
 		HealthProbeBindAddress:     ":8081",
 		LeaderElectionID:           "quartet-operator.quartet.dev",
 		EnableWebhooks:             true,
+		EscalationGuard:            true,
 		WebhookPort:                9443,
 		KubeAPIQPS:                 50,
 		KubeAPIBurst:               100,
@@ -300,6 +306,12 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		skip := true
 		mgrOpts.Controller.SkipNameValidation = &skip
 	}
+	// Before any controller can write with the operator's rights.
+	if o.EscalationGuard {
+		if err := installGuard(ctx, cfg, mgrOpts.Scheme); err != nil {
+			return nil, err
+		}
+	}
 	// Before the manager exists, so the webhook server never starts without its certificate.
 	renewer, err := o.ensureWebhookCert(ctx, cfg, mgrOpts.Scheme)
 	if err != nil {
@@ -359,6 +371,39 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// installGuard installs the escalation guard for the manager's own identity and waits (30 s at most) until the
+// API server enforces it. An identity that is not a ServiceAccount (a developer's kubeconfig) gets none: the
+// guard confines the installed operator, not its administrators.
+func installGuard(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme) error {
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	user, err := guard.Whoami(ctx, c)
+	if err != nil {
+		return fmt.Errorf("escalation guard: %w", err)
+	}
+	ns, _, isServiceAccount := guard.ServiceAccountUser(user)
+	if !isServiceAccount {
+		ctrl.Log.WithName("guard").Info("not running as a ServiceAccount: no escalation guard installed", "user", user)
+		return nil
+	}
+	if err := guard.Install(ctx, c, guard.Options{User: user}); err != nil {
+		return fmt.Errorf("escalation guard: %w", err)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var last error
+	err = wait.PollUntilContextCancel(waitCtx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		last = guard.Enforced(ctx, c, ns)
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("escalation guard: not enforced after 30s: %w", last)
+	}
+	return nil
 }
 
 // ensureWebhookCert generates or reuses the self-managed webhook certificate when --webhook-cert-secret is set,

@@ -23,9 +23,10 @@ import (
 	"github.com/quartet-dev/quartet-operator/internal/gnmic/certs"
 )
 
-// The Secret lives in the operator's namespace; the ClusterRole grants it because kubebuilder markers make no Role.
-// The configuration names are those config/default's namePrefix gives (and the chart keeps).
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update
+// The Secret lives in the operator's namespace: a marker with namespace= makes a Role there (config/rbac/role.yaml,
+// the CSV's namespaced permissions), bound by config/rbac/role_binding.yaml. The configuration names are those
+// config/default's namePrefix gives (and the chart keeps).
+// +kubebuilder:rbac:groups="",namespace=system,resources=secrets,verbs=get;create;update
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;patch,resourceNames=quartet-operator-validating-webhook-configuration
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;patch,resourceNames=quartet-operator-mutating-webhook-configuration
 

@@ -9,6 +9,11 @@ const (
 	// LabelTenant marks a namespace (and everything the pipeline deploys) with its tenant. Admission keeps it
 	// immutable once set.
 	LabelTenant = "katastroma.org/tenant"
+	// AnnotationCreatedBy marks a namespace a Tenant created (value: the Tenant's name). Only such namespaces are
+	// deleted on prune and offboarding (the operator's escalation guard refuses any other namespace deletion by
+	// it); a namespace an administrator handed over by labelling it is released instead (label and the Tenant's
+	// identities removed), so a Tenant never deletes what it did not create.
+	AnnotationCreatedBy = "katastroma.org/created-by"
 	// ProvisionerServiceAccount is the tenant identity the provisioner impersonates (create, patch, update).
 	ProvisionerServiceAccount = "provisioner"
 	// PrunerServiceAccount is the tenant identity the pruner impersonates (delete).
@@ -31,6 +36,12 @@ const (
 	ReasonProgressing = "Progressing"
 	// ReasonNamespaceClaimed: a namespace of the spec belongs to another tenant.
 	ReasonNamespaceClaimed = "NamespaceClaimed"
+	// ReasonNamespaceNotGiven: a namespace of the spec exists and carries no tenant label: nobody handed it to
+	// the tenant (an administrator does, by labelling it).
+	ReasonNamespaceNotGiven = "NamespaceNotGiven"
+	// ReasonRoleMissing: spec.resources asks for kinds the shipped tenant ClusterRoles do not grant; the message
+	// names the ClusterRole an administrator must create.
+	ReasonRoleMissing = "RoleMissing"
 	// ReasonInvalidSpec: the spec cannot be deployed as written (the message names the field).
 	ReasonInvalidSpec = "InvalidSpec"
 	// ReasonWriteFailed: a child could not be written.
@@ -56,10 +67,11 @@ type TenantResource struct {
 
 // TenantSpec is one tenant of the gitops pipeline.
 type TenantSpec struct {
-	// Namespaces the tenant owns. Each is created (or adopted when it carries no tenant label), labelled
-	// katastroma.org/tenant=<tenant name>, and gets the provisioner and pruner ServiceAccounts, their Roles and
-	// RoleBindings and the webhook Secret. A namespace labelled for another tenant is refused. Removing a
-	// namespace from the list deletes it.
+	// Namespaces the tenant owns. Each is created labelled katastroma.org/tenant=<tenant name> (an existing
+	// namespace is taken over only when an administrator labelled it so: Ready=False NamespaceNotGiven until
+	// then), and gets the provisioner and pruner ServiceAccounts, their RoleBindings to the shipped tenant
+	// ClusterRoles and the webhook Secret. A namespace labelled for another tenant is refused. Removing a
+	// namespace from the list deletes it if the Tenant created it, and releases it otherwise.
 	// +required
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
@@ -68,9 +80,11 @@ type TenantSpec struct {
 	// +listType=set
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Namespaces"
 	Namespaces []string `json:"namespaces"`
-	// Resources the pipeline may write in the tenant namespaces: the provisioner ServiceAccount gets create,
-	// patch and update on them, the pruner delete. Neither gets read verbs: the stages read with their own
-	// identity. Empty means ConfigMaps, Secrets, Services, ServiceAccounts and Deployments.
+	// Resources the tenant's manifests deploy. The pipeline identities get their rights from the shipped,
+	// aggregated ClusterRoles quartet-operator-katastroma-tenant-provisioner (get, list, create, patch, update)
+	// and -pruner (get, list, delete), never from rules the operator writes: the Tenant reports Ready=False
+	// RoleMissing, naming what an administrator must grant, until those roles cover every resource listed here.
+	// Empty means ConfigMaps, Secrets, Services, ServiceAccounts and Deployments, which the shipped defaults grant.
 	// +optional
 	// +listType=atomic
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Resources"

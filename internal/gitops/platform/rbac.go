@@ -9,10 +9,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gitopsv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gitops/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/tenancy"
 )
 
-// ClusterName names a stage's ClusterRoleBinding (and the source stage's RoleBindings in tenant namespaces).
-// Cluster objects cannot be owned by a namespaced Platform, so the name carries the Platform's namespace and name
+// ClusterName names the source stage's RoleBindings in tenant namespaces. They cannot be owned by a namespaced Platform, so the name carries the Platform's namespace and name
 // plus a short hash of "<ns>/<name>": dashes alone are ambiguous (team/x-prod and team-x/prod would share a name),
 // "/" appears in neither part, so the hash tells them apart.
 func ClusterName(p *gitopsv1alpha1.Platform, stage string) string {
@@ -27,12 +27,17 @@ func OwnerValue(p *gitopsv1alpha1.Platform) string { return p.Namespace + "." + 
 // take it over, because rewriting it would change someone else's grants.
 type ConflictError struct {
 	Kind, Namespace, Name, Owner string
+	// RoleRef, when set, is the role a binding of a shipped name binds instead of the shipped one.
+	RoleRef string
 }
 
 func (e *ConflictError) Error() string {
 	name := e.Name
 	if e.Namespace != "" {
 		name = e.Namespace + "/" + e.Name
+	}
+	if e.RoleRef != "" {
+		return fmt.Sprintf("%s %s binds %s, not the shipped role of that name; not updating it", e.Kind, name, e.RoleRef)
 	}
 	owner := "no Platform"
 	if e.Owner != "" {
@@ -65,6 +70,21 @@ const (
 	ProvisionerClusterRole  = ShippedNamePrefix + "katastroma-provisioner"
 	PrunerClusterRole       = ShippedNamePrefix + "katastroma-pruner"
 	SourceTenantClusterRole = ShippedNamePrefix + "katastroma-source-tenant"
+	// PharosClusterRole is pharos's state ConfigMap, bound by a RoleBinding in its Platform's namespace.
+	PharosClusterRole = ShippedNamePrefix + "katastroma-pharos"
+	// TenantProvisionerClusterRole and TenantPrunerClusterRole are what a tenant's pipeline identities may do in
+	// its namespaces, bound there by the Tenant controller. Both are aggregated: administrators grant tenants a
+	// new kind by labelling a ClusterRole of their own (AggregateToTenantProvisioner, AggregateToTenantPruner), so
+	// the operator never writes a rule and never needs escalate.
+	TenantProvisionerClusterRole = ShippedNamePrefix + "katastroma-tenant-provisioner"
+	TenantPrunerClusterRole      = ShippedNamePrefix + "katastroma-tenant-pruner"
+)
+
+// The aggregation labels of the tenant ClusterRoles: a ClusterRole labelled "<label>: true" adds its rules to
+// every tenant's provisioner (create, patch, update, get, list) or pruner (delete, get, list).
+const (
+	AggregateToTenantProvisioner = "katastroma.org/aggregate-to-tenant-provisioner"
+	AggregateToTenantPruner      = "katastroma.org/aggregate-to-tenant-pruner"
 )
 
 // readRules are the provisioner's and pruner's own reads: source targets (leases) and inventories in ConfigMaps,
@@ -104,6 +124,15 @@ func ShippedClusterRoles() []*rbacv1.ClusterRole {
 	role := func(name string, rules ...rbacv1.PolicyRule) *rbacv1.ClusterRole {
 		return &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}
 	}
+	aggregated := func(name, label string) *rbacv1.ClusterRole {
+		return &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, AggregationRule: &rbacv1.AggregationRule{
+			ClusterRoleSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{label: "true"}}}}}
+	}
+	defaults := func(name, label string, verbs []string) *rbacv1.ClusterRole {
+		cr := role(name, tenancy.Rules(nil, verbs)...)
+		cr.Labels = map[string]string{label: "true"}
+		return cr
+	}
 	return []*rbacv1.ClusterRole{
 		// Finding targets (ConfigMaps of every tenant namespace) and the registration API's TokenReview; the
 		// registration API authorises against the Tenant's spec.namespaces, not the label alone.
@@ -122,7 +151,24 @@ func ShippedClusterRoles() []*rbacv1.ClusterRole {
 		role(SourceTenantClusterRole,
 			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "update", "patch", "delete"}},
 			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "update", "delete"}}),
+		// pharos's state: it creates its ConfigMap and reads and updates only that one.
+		role(PharosClusterRole,
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "update"},
+				ResourceNames: []string{StateConfigMapName}}),
+		aggregated(TenantProvisionerClusterRole, AggregateToTenantProvisioner),
+		aggregated(TenantPrunerClusterRole, AggregateToTenantPruner),
+		// What every tenant may deploy unless administrators add more (tenancy.DefaultResources).
+		defaults(TenantProvisionerClusterRole+"-defaults", AggregateToTenantProvisioner, tenancy.ProvisionerVerbs),
+		defaults(TenantPrunerClusterRole+"-defaults", AggregateToTenantPruner, tenancy.PrunerVerbs),
 	}
+}
+
+// BindableClusterRoles are the shipped ClusterRoles the operator binds, and the only ones its RBAC lets it bind
+// (resourceNames); the tenant defaults reach tenants through aggregation, not a binding.
+func BindableClusterRoles() []string {
+	return []string{SourceClusterRole, ProvisionerClusterRole, PrunerClusterRole, SourceTenantClusterRole,
+		PharosClusterRole, TenantProvisionerClusterRole, TenantPrunerClusterRole}
 }
 
 // ShippedRules are the rules of the shipped ClusterRole name, or nil.
@@ -142,15 +188,24 @@ func rbacLabels(p *gitopsv1alpha1.Platform, stage string) map[string]string {
 	return labels
 }
 
-// ClusterRoleBinding binds a stage's shipped ClusterRole to its ServiceAccount, or is nil for a stage without one.
-func ClusterRoleBinding(p *gitopsv1alpha1.Platform, stage string) *rbacv1.ClusterRoleBinding {
-	role := StageClusterRole(stage)
-	if role == "" {
-		return nil
-	}
-	return &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ClusterName(p, stage), Labels: rbacLabels(p, stage)},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: Name(stage), Namespace: p.Namespace}}}
+// SharedBindingName names the one ClusterRoleBinding of a stage's shipped ClusterRole: every Platform's
+// ServiceAccount of that stage is a subject of it. The names are fixed so the operator's RBAC can list them in
+// resourceNames for update, patch and delete; it can change no other ClusterRoleBinding.
+func SharedBindingName(stage string) string { return StageClusterRole(stage) }
+
+// SharedBindingLabels mark the shared ClusterRoleBindings as the operator's.
+func SharedBindingLabels() map[string]string {
+	return map[string]string{"app.kubernetes.io/managed-by": "quartet-operator", "app.kubernetes.io/part-of": "katastroma"}
+}
+
+// SharedBindingNames are the names of every shared ClusterRoleBinding (the operator's resourceNames).
+func SharedBindingNames() []string {
+	return []string{SourceClusterRole, ProvisionerClusterRole, PrunerClusterRole}
+}
+
+// StageSubject is p's ServiceAccount of stage, as a subject of the stage's shared ClusterRoleBinding.
+func StageSubject(p *gitopsv1alpha1.Platform, stage string) rbacv1.Subject {
+	return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: Name(stage), Namespace: p.Namespace}
 }
 
 // SourceTenantRoleBinding grants the source stage SourceTenantClusterRole in one tenant namespace.

@@ -323,18 +323,13 @@ func NetworkPolicy(p *gitopsv1alpha1.Platform, stage string) *networkingv1.Netwo
 	}}
 }
 
-// PharosRole lets pharos keep its state ConfigMap in the Platform's namespace.
-func PharosRole(p *gitopsv1alpha1.Platform) (*rbacv1.Role, *rbacv1.RoleBinding) {
+// PharosRoleBinding lets pharos keep its state ConfigMap in the Platform's namespace, through the shipped
+// PharosClusterRole: the operator writes no Role of its own.
+func PharosRoleBinding(p *gitopsv1alpha1.Platform) *rbacv1.RoleBinding {
 	m := meta(p, gitopsv1alpha1.StagePharos)
-	role := &rbacv1.Role{ObjectMeta: m, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "update"},
-			ResourceNames: []string{StateConfigMapName}},
-	}}
-	rb := &rbacv1.RoleBinding{ObjectMeta: *m.DeepCopy(),
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: m.Name},
+	return &rbacv1.RoleBinding{ObjectMeta: m,
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: PharosClusterRole},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: m.Name, Namespace: p.Namespace}}}
-	return role, rb
 }
 
 // CollectorConfigMap is the OTel Collector configuration routing the katastroma stages' spans to pharos (every

@@ -47,6 +47,10 @@ func TestShippedRolesFileMatchesTheCode(t *testing.T) {
 	for _, cr := range want {
 		g.Expect(inFile).To(HaveKey(cr.Name))
 		g.Expect(inFile[cr.Name].Rules).To(Equal(cr.Rules), "rules of %s: update the YAML and the code together", cr.Name)
+		g.Expect(inFile[cr.Name].AggregationRule).To(Equal(cr.AggregationRule), "aggregation of %s", cr.Name)
+		for k, v := range cr.Labels {
+			g.Expect(inFile[cr.Name].Labels).To(HaveKeyWithValue(k, v), "labels of %s", cr.Name)
+		}
 	}
 }
 

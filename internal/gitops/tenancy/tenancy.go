@@ -44,6 +44,47 @@ func Rules(resources []gitopsv1alpha1.TenantResource, verbs []string) []rbacv1.P
 	return rules
 }
 
+// Missing lists, as "resource.group" (or "resource" for the core group), every resource of resources (the
+// defaults when empty) on which rules do not grant all of verbs. Only rules without resourceNames count: the
+// tenant's objects have names of the tenant's choosing.
+func Missing(resources []gitopsv1alpha1.TenantResource, verbs []string, rules []rbacv1.PolicyRule) []string {
+	if len(resources) == 0 {
+		resources = DefaultResources()
+	}
+	var missing []string
+	for _, r := range resources {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				if !grants(rules, g, res, verbs) {
+					name := res
+					if g != "" {
+						name += "." + g
+					}
+					missing = append(missing, name)
+				}
+			}
+		}
+	}
+	return missing
+}
+
+func grants(rules []rbacv1.PolicyRule, group, resource string, verbs []string) bool {
+	for _, verb := range verbs {
+		granted := slices.ContainsFunc(rules, func(rule rbacv1.PolicyRule) bool {
+			return len(rule.ResourceNames) == 0 && matches(rule.APIGroups, group) &&
+				matches(rule.Resources, resource) && matches(rule.Verbs, verb)
+		})
+		if !granted {
+			return false
+		}
+	}
+	return true
+}
+
+func matches(list []string, want string) bool {
+	return slices.Contains(list, want) || slices.Contains(list, rbacv1.ResourceAll)
+}
+
 // escalating are resources that would let a tenant's manifests widen their own permissions.
 var escalating = map[string]bool{"roles": true, "rolebindings": true, "clusterroles": true, "clusterrolebindings": true}
 

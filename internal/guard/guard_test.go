@@ -1,0 +1,211 @@
+package guard_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gitopsv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gitops/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/guard"
+	"github.com/quartet-dev/quartet-operator/internal/testenv"
+	"github.com/quartet-dev/quartet-operator/internal/testenv/escalation"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env, testenv.Options{})) }
+
+// kubeSystemDefault makes sure kube-system/default exists (no controller-manager runs here to create it), so a
+// token request for it is refused for what it is, not for a missing ServiceAccount.
+func kubeSystemDefault(t *testing.T) {
+	err := env.Client.Create(context.Background(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "default"}})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// serviceAccount creates namespace ns with ServiceAccount sa and returns a client acting as it, with the groups
+// the API server gives a ServiceAccount.
+func serviceAccount(t *testing.T, ns, sa string) escalation.Operator {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	g.Expect(env.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}})).To(Succeed())
+	op, err := escalation.AsServiceAccount(ctx, env.Config, env.Client, ns, sa)
+	g.Expect(err).NotTo(HaveOccurred())
+	return op
+}
+
+func bind(t *testing.T, ns, sa string, role rbacv1.RoleRef) {
+	t.Helper()
+	ctx := context.Background()
+	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}}
+	var obj client.Object = &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + role.Name}, RoleRef: role, Subjects: subjects}
+	if role.Kind == "Role" {
+		obj = &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: role.Name}, RoleRef: role, Subjects: subjects}
+	}
+	NewWithT(t).Expect(env.Client.Create(ctx, obj)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, obj) })
+}
+
+func scratch(t *testing.T, labels map[string]string, annotations map[string]string) string {
+	t.Helper()
+	name := "scratch-" + rand.String(6)
+	NewWithT(t).Expect(env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: name, Labels: labels, Annotations: annotations}})).To(Succeed())
+	return name
+}
+
+// TestGuardRefusesWhatRBACWouldAllow gives a ServiceAccount cluster-admin and the guard: what RBAC alone would allow,
+// the guard refuses, naming why, and what the controllers legitimately write still passes.
+func TestGuardRefusesWhatRBACWouldAllow(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := "guard-" + rand.String(5)
+	kubeSystemDefault(t)
+	op := serviceAccount(t, ns, "manager")
+	bind(t, ns, "manager", rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"})
+	g.Expect(guard.Install(ctx, env.Client, guard.Options{User: "system:serviceaccount:" + ns + ":manager"})).To(Succeed())
+	t.Cleanup(func() { deleteGuard(t) })
+
+	g.Eventually(func() error { return guard.Enforced(ctx, op, ns) }).Should(Succeed(), "the API server enforces the guard")
+	team := scratch(t, nil, nil)
+	tenantNS := scratch(t, map[string]string{gitopsv1alpha1.LabelTenant: "team"}, map[string]string{gitopsv1alpha1.AnnotationCreatedBy: "team"})
+	var guarded []escalation.Attempt
+	for _, a := range escalation.Attempts(ns, "manager", team) {
+		switch {
+		case strings.Contains(a.Name, "Role with *"), strings.Contains(a.Name, "delete ClusterRole"),
+			strings.Contains(a.Name, "ClusterRoleBinding the operator did not create"), strings.Contains(a.Name, "impersonate"),
+			strings.Contains(a.Name, "exec"), strings.Contains(a.Name, "escalation guard"):
+			// RBAC's to refuse; cluster-admin holds them.
+		default:
+			guarded = append(guarded, a)
+		}
+	}
+	escalation.Refused(t, op, guarded)
+
+	err := op.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: "tok",
+		Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}}, Type: corev1.SecretTypeServiceAccountToken}, client.DryRunAll)
+	g.Expect(err).To(MatchError(ContainSubstring("may not write ServiceAccount token Secrets")), "the refusal says why")
+
+	// What the controllers write passes.
+	dry := client.DryRunAll
+	pod := func(d *appsv1.Deployment, sa string, automount *bool) *appsv1.Deployment {
+		labels := map[string]string{"app": d.Name}
+		d.Spec = appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				ServiceAccountName: sa, AutomountServiceAccountToken: automount,
+				Containers: []corev1.Container{{Name: "c", Image: "example.com/agent:1"}}}}}
+		return d
+	}
+	g.Expect(op.Create(ctx, pod(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: "agent"}}, "", ptr.To(false)), dry)).
+		To(Succeed(), "an agent or collector under the default ServiceAccount without its token")
+	g.Expect(op.Create(ctx, pod(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: "stage"}}, "katastroma-source", ptr.To(true)), dry)).
+		To(Succeed(), "a gitops stage under its own ServiceAccount")
+	g.Expect(op.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: "tls"}, StringData: map[string]string{"k": "v"}}, dry)).
+		To(Succeed(), "an ordinary Secret")
+	provisioner := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: gitopsv1alpha1.ProvisionerServiceAccount, Namespace: tenantNS}
+	tenantRole := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "quartet-operator-katastroma-tenant-provisioner"}
+	g.Expect(op.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: "katastroma-provisioner"},
+		RoleRef: tenantRole, Subjects: []rbacv1.Subject{provisioner}}, dry)).To(Succeed(), "a tenant identity's binding in its namespace")
+	err = op.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: "katastroma-provisioner"},
+		RoleRef: tenantRole, Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "provisioner", Namespace: team}}}, dry)
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "the same binding outside a tenant namespace: %v", err)
+	g.Expect(op.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "quartet-operator-katastroma-source"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "quartet-operator-katastroma-source"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "katastroma-source", Namespace: team}}}, dry)).To(Succeed())
+	g.Expect(op.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "new-" + rand.String(5),
+		Labels: map[string]string{gitopsv1alpha1.LabelTenant: "team", "pod-security.kubernetes.io/enforce": "restricted"}}}, dry)).
+		To(Succeed(), "a namespace the operator creates for a tenant")
+	g.Expect(op.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNS}}, dry)).
+		To(Succeed(), "a namespace the operator created")
+	g.Expect(op.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNS}},
+		client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"labels":{"katastroma.org/tenant":null}}}`)), dry)).
+		To(Succeed(), "releasing a namespace")
+}
+
+// TestInstallRefusesAForeignGuard: a policy of the guard's name that this version did not create is reported, not
+// silently trusted (the operator cannot replace it).
+func TestInstallRefusesAForeignGuard(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	o := guard.Options{User: "system:serviceaccount:x:y"}
+	g.Expect(guard.Install(ctx, env.Client, o)).To(Succeed())
+	t.Cleanup(func() { deleteGuard(t) })
+	g.Expect(guard.Install(ctx, env.Client, o)).To(Succeed(), "the same guard again: nothing to do")
+	err := guard.Install(ctx, env.Client, guard.Options{User: "system:serviceaccount:x:z"})
+	g.Expect(err).To(MatchError(ContainSubstring("an administrator deletes it")))
+}
+
+func deleteGuard(t *testing.T) {
+	policy, binding := guard.Policy(guard.Options{})
+	NewWithT(t).Expect(client.IgnoreNotFound(env.Client.Delete(context.Background(), binding))).To(Succeed())
+	NewWithT(t).Expect(client.IgnoreNotFound(env.Client.Delete(context.Background(), policy))).To(Succeed())
+}
+
+// generatedRoles reads the operator's RBAC as config/rbac ships it: every Role and ClusterRole generated from the
+// markers (config/rbac/role.yaml).
+func generatedRoles(t *testing.T) []client.Object {
+	t.Helper()
+	g := NewWithT(t)
+	objs, err := testenv.ReadObjects(filepath.Join(testenv.RepoRoot(), "config", "rbac", "role.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	var out []client.Object
+	for _, u := range objs {
+		switch u.GetKind() {
+		case "ClusterRole":
+			cr := &rbacv1.ClusterRole{}
+			g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, cr)).To(Succeed())
+			out = append(out, cr)
+		case "Role":
+			r := &rbacv1.Role{}
+			g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, r)).To(Succeed())
+			out = append(out, r)
+		}
+	}
+	g.Expect(out).NotTo(BeEmpty())
+	return out
+}
+
+// TestOperatorRulesRefuseEveryEscalation binds exactly the operator's generated rules to a ServiceAccount, lets it
+// install its guard itself (as the manager does at start), and tries every escalation as it: each is refused,
+// by RBAC or by the guard it cannot change.
+func TestOperatorRulesRefuseEveryEscalation(t *testing.T) {
+	ctx := context.Background()
+	ns := "op-" + rand.String(5)
+	kubeSystemDefault(t)
+	op := serviceAccount(t, ns, "manager")
+	for _, obj := range generatedRoles(t) {
+		ref := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ns + "-" + obj.GetName()}
+		obj.SetName(ref.Name)
+		if _, namespaced := obj.(*rbacv1.Role); namespaced {
+			obj.SetNamespace(ns)
+			ref.Kind = "Role"
+		}
+		NewWithT(t).Expect(env.Client.Create(ctx, obj)).To(Succeed())
+		t.Cleanup(func() { _ = env.Client.Delete(ctx, obj) })
+		bind(t, ns, "manager", ref)
+	}
+	user, err := guard.Whoami(ctx, op)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	if err := guard.Install(ctx, op, guard.Options{User: user}); err != nil {
+		t.Errorf("the operator installs its guard with its own rights: %v", err)
+	}
+	t.Cleanup(func() { deleteGuard(t) })
+	NewWithT(t).Eventually(func() error { return guard.Enforced(ctx, op, ns) }).Should(Succeed(), "the API server enforces the guard")
+	escalation.Refused(t, op, escalation.Attempts(ns, "manager", scratch(t, nil, nil)))
+}
