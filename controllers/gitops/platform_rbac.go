@@ -52,6 +52,9 @@ func (r *PlatformReconciler) stageSubject(ctx context.Context, p *gitopsv1alpha1
 			return fmt.Errorf("reading ClusterRoleBinding %s: %w", name, err)
 		}
 		if crb.RoleRef != ref {
+			if !present {
+				return nil // someone else's binding: nothing of this Platform's to remove
+			}
 			return &platform.ConflictError{Kind: "ClusterRoleBinding", Name: name, Owner: "", RoleRef: crb.RoleRef.Name}
 		}
 		has := slices.Contains(crb.Subjects, subject)

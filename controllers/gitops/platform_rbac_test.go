@@ -25,11 +25,13 @@ func TestPlatformSourceRolesFollowTenantNamespacesAndConflictsAreRefused(t *test
 	g.Expect(env.Client.Create(ctx, tn)).To(Succeed())
 	p := &gitopsv1alpha1.Platform{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "main"},
 		Spec: gitopsv1alpha1.PlatformSpec{Image: "example.com/katastroma:v1", CollectorEndpoint: "otel.obs.svc:4317"}}
-	// A ClusterRoleBinding under the pruner's name, labelled for another Platform, is there first.
-	foreign := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: platform.ClusterName(p, "pruner"),
-		Labels: map[string]string{platform.PlatformLabel: "other.platform"}},
+	// A ClusterRoleBinding under the pruner's shared name, binding another role, is there first (an earlier test's
+	// shared binding is removed for it and restored by the controller afterwards).
+	foreign := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: platform.SharedBindingName("pruner")},
 		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"}}
-	g.Expect(env.Client.Create(ctx, foreign)).To(Succeed())
+	g.Expect(client.IgnoreNotFound(env.Client.Delete(ctx, foreign))).To(Succeed())
+	g.Eventually(func() error { return env.Client.Create(ctx, foreign.DeepCopy()) }).Should(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, foreign) })
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
 
 	roleKey := types.NamespacedName{Namespace: tenantNS, Name: platform.ClusterName(p, "source")}
@@ -41,7 +43,7 @@ func TestPlatformSourceRolesFollowTenantNamespacesAndConflictsAreRefused(t *test
 		get(g, client.ObjectKeyFromObject(p), got)
 		g.Expect(got.Status.Conditions).To(ContainElement(And(HaveField("Type", gitopsv1alpha1.ConditionReady),
 			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", gitopsv1alpha1.ReasonRBACConflict),
-			HaveField("Message", ContainSubstring("belongs to Platform other.platform")))))
+			HaveField("Message", ContainSubstring("binds view, not the shipped role")))))
 		crb := &rbacv1.ClusterRoleBinding{}
 		get(g, client.ObjectKeyFromObject(foreign), crb)
 		g.Expect(crb.Subjects).To(BeEmpty(), "the foreign ClusterRoleBinding is not rewritten")

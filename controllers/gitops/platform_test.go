@@ -40,9 +40,11 @@ func TestPlatformDeploysScalesAndRepairs(t *testing.T) {
 		get(g, types.NamespacedName{Namespace: ns, Name: platform.CollectorConfigMapName}, &corev1.ConfigMap{})
 		get(g, types.NamespacedName{Namespace: ns, Name: platform.Name("pharos")}, &rbacv1.RoleBinding{})
 		crb := &rbacv1.ClusterRoleBinding{}
-		get(g, types.NamespacedName{Name: platform.ClusterName(p, "provisioner")}, crb)
+		get(g, types.NamespacedName{Name: platform.SharedBindingName("provisioner")}, crb)
 		g.Expect(crb.RoleRef.Name).To(Equal(platform.ProvisionerClusterRole))
-		get(g, types.NamespacedName{Name: platform.ClusterName(p, "pruner")}, &rbacv1.ClusterRoleBinding{})
+		g.Expect(crb.Subjects).To(ContainElement(platform.StageSubject(p, "provisioner")))
+		get(g, types.NamespacedName{Name: platform.SharedBindingName("pruner")}, crb)
+		g.Expect(crb.Subjects).To(ContainElement(platform.StageSubject(p, "pruner")))
 		got := &gitopsv1alpha1.Platform{}
 		get(g, client.ObjectKeyFromObject(p), got)
 		g.Expect(got.Status.Stages).To(HaveLen(len(platform.Stages)))

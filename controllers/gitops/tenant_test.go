@@ -11,8 +11,10 @@ import (
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
@@ -21,6 +23,8 @@ import (
 
 	gitopsv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gitops/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/controllers/gitops"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/platform"
+	"github.com/quartet-dev/quartet-operator/internal/testenv"
 	gitopswebhooks "github.com/quartet-dev/quartet-operator/internal/webhook/gitops"
 )
 
@@ -75,10 +79,26 @@ func TestTenantOnboardingRepairAndOffboarding(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	name := "team-" + suffix()
+	g.Expect(testenv.ApplyShippedClusterRoles(ctx, env.Client)).To(Succeed())
 	adopted := name + "-existing"
 	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: adopted}})).To(Succeed())
 	tn := newTenant(name, name+"-prod", adopted)
 	g.Expect(env.Client.Create(ctx, tn)).To(Succeed())
+
+	// An existing namespace nobody handed over is not taken: the operator does not label it itself.
+	g.Eventually(func(g Gomega) {
+		got := &gitopsv1alpha1.Tenant{}
+		get(g, types.NamespacedName{Name: name}, got)
+		c := meta.FindStatusCondition(got.Status.Conditions, gitopsv1alpha1.ConditionReady)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(gitopsv1alpha1.ReasonNamespaceNotGiven))
+		g.Expect(c.Message).To(ContainSubstring("labelling it " + gitopsv1alpha1.LabelTenant + "=" + name))
+	}).Should(Succeed())
+	// An administrator hands it over.
+	handOver := &corev1.Namespace{}
+	get(g, types.NamespacedName{Name: adopted}, handOver)
+	handOver.Labels = map[string]string{gitopsv1alpha1.LabelTenant: name}
+	g.Expect(env.Client.Update(ctx, handOver)).To(Succeed())
 
 	var secret []byte
 	g.Eventually(func(g Gomega) {
@@ -95,15 +115,11 @@ func TestTenantOnboardingRepairAndOffboarding(t *testing.T) {
 				g.Expect(metav1.GetControllerOf(ns)).To(HaveField("UID", got.UID))
 				g.Expect(ns.Annotations).To(HaveKeyWithValue(gitops.AnnotationCreatedBy, name))
 			}
-			for sa, verbs := range map[string][]string{"provisioner": {"get", "list", "create", "patch", "update"}, "pruner": {"get", "list", "delete"}} {
+			for sa, role := range map[string]string{"provisioner": platform.TenantProvisionerClusterRole, "pruner": platform.TenantPrunerClusterRole} {
 				get(g, types.NamespacedName{Namespace: nsName, Name: sa}, &corev1.ServiceAccount{})
-				role := &rbacv1.Role{}
-				get(g, types.NamespacedName{Namespace: nsName, Name: "katastroma-" + sa}, role)
-				for _, r := range role.Rules {
-					g.Expect(r.Verbs).To(Equal(verbs))
-				}
 				rb := &rbacv1.RoleBinding{}
 				get(g, types.NamespacedName{Namespace: nsName, Name: "katastroma-" + sa}, rb)
+				g.Expect(rb.RoleRef).To(Equal(rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role}))
 				g.Expect(rb.Subjects).To(ConsistOf(HaveField("Name", sa)))
 			}
 			s := &corev1.Secret{}
@@ -128,12 +144,13 @@ func TestTenantOnboardingRepairAndOffboarding(t *testing.T) {
 	g.Expect(apierrors.IsForbidden(pc.Delete(ctx, cm))).To(BeTrue(), "deleting is the pruner's")
 
 	// A child deleted out of band comes back.
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: adopted, Name: "katastroma-provisioner"}}
-	g.Expect(env.Client.Delete(ctx, role)).To(Succeed())
+	binding := &rbacv1.RoleBinding{}
+	get(g, types.NamespacedName{Namespace: adopted, Name: "katastroma-provisioner"}, binding)
+	g.Expect(env.Client.Delete(ctx, binding)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		fresh := &rbacv1.Role{}
-		get(g, client.ObjectKeyFromObject(role), fresh)
-		g.Expect(fresh.UID).NotTo(Equal(role.UID))
+		fresh := &rbacv1.RoleBinding{}
+		get(g, client.ObjectKeyFromObject(binding), fresh)
+		g.Expect(fresh.UID).NotTo(Equal(binding.UID))
 	}).Should(Succeed())
 
 	// A namespace removed from the spec is deleted; the webhook Secret of the other one is never rewritten.
@@ -224,8 +241,10 @@ func TestTenantAdmission(t *testing.T) {
 
 	// With the guard in place the controller can still release an adopted namespace it no longer lists.
 	pre := "pre-" + suffix()
-	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pre}})).To(Succeed())
 	c := "team-" + suffix()
+	// An administrator hands the existing namespace over by labelling it.
+	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pre,
+		Labels: map[string]string{gitopsv1alpha1.LabelTenant: c}}})).To(Succeed())
 	g.Expect(env.Client.Create(ctx, newTenant(c, c, pre))).To(Succeed())
 	g.Eventually(func(g Gomega) { readyTenant(g, c) }).Should(Succeed())
 	g.Eventually(func(g Gomega) {
@@ -239,5 +258,70 @@ func TestTenantAdmission(t *testing.T) {
 		get(g, types.NamespacedName{Name: pre}, released)
 		g.Expect(released.Labels).NotTo(HaveKey(gitopsv1alpha1.LabelTenant))
 		g.Expect(released.DeletionTimestamp).To(BeNil())
+	}).Should(Succeed())
+}
+
+// TestTenantMigratesToShippedRoles: a Tenant whose resources the shipped roles grant moves from the Role an earlier
+// version wrote to the shipped ClusterRole (the Role is deleted); a Tenant asking for a kind they do not grant
+// reports Ready=False RoleMissing naming the ClusterRole an administrator must create, and becomes Ready once an
+// administrator creates it, the pipeline identity then holding the right through aggregation.
+func TestTenantMigratesToShippedRoles(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	g.Expect(testenv.ApplyShippedClusterRoles(ctx, env.Client)).To(Succeed())
+
+	// What an earlier version left in a tenant namespace: a Role of the Tenant's rules and its binding.
+	name := "mig-" + suffix()
+	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
+		Labels: map[string]string{gitopsv1alpha1.LabelTenant: name}}})).To(Succeed())
+	oldRole := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: "katastroma-provisioner"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}}}}
+	g.Expect(env.Client.Create(ctx, oldRole)).To(Succeed())
+	g.Expect(env.Client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: "katastroma-provisioner"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: oldRole.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "provisioner", Namespace: name}}})).To(Succeed())
+	g.Expect(env.Client.Create(ctx, newTenant(name, name))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		readyTenant(g, name)
+		rb := &rbacv1.RoleBinding{}
+		get(g, types.NamespacedName{Namespace: name, Name: "katastroma-provisioner"}, rb)
+		g.Expect(rb.RoleRef.Name).To(Equal(platform.TenantProvisionerClusterRole))
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(oldRole), &rbacv1.Role{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the old Role is deleted")
+	}).Should(Succeed())
+
+	// Custom rules: a kind the shipped roles do not grant.
+	custom := "custom-" + suffix()
+	tn := newTenant(custom, custom)
+	tn.Spec.Resources = []gitopsv1alpha1.TenantResource{{APIGroups: []string{""}, Resources: []string{"configmaps"}},
+		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}}}
+	g.Expect(env.Client.Create(ctx, tn)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := &gitopsv1alpha1.Tenant{}
+		get(g, types.NamespacedName{Name: custom}, got)
+		c := meta.FindStatusCondition(got.Status.Conditions, gitopsv1alpha1.ConditionReady)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(gitopsv1alpha1.ReasonRoleMissing))
+		g.Expect(c.Message).To(ContainSubstring("networkpolicies.networking.k8s.io"))
+		g.Expect(c.Message).To(ContainSubstring(platform.AggregateToTenantProvisioner))
+		g.Expect(c.Message).To(ContainSubstring(platform.AggregateToTenantPruner))
+		g.Expect(c.Message).NotTo(ContainSubstring("configmaps"), "granted by the defaults")
+	}).Should(Succeed())
+
+	// The administrator grants the kind, as docs/gitops.md shows.
+	for label, verbs := range map[string][]string{platform.AggregateToTenantProvisioner: {"get", "list", "create", "patch", "update"},
+		platform.AggregateToTenantPruner: {"get", "list", "delete"}} {
+		cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: custom + "-" + verbs[len(verbs)-1], Labels: map[string]string{label: "true"}},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: verbs}}}
+		g.Expect(env.Client.Create(ctx, cr)).To(Succeed())
+		t.Cleanup(func() { _ = env.Client.Delete(ctx, cr) })
+	}
+	g.Eventually(func(g Gomega) { readyTenant(g, custom) }).Should(Succeed())
+	prov := rest.CopyConfig(env.Config)
+	prov.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + custom + ":provisioner"}
+	pc, err := client.New(prov, client.Options{Scheme: env.Client.Scheme()})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() error { // the controller-manager aggregates the new rules into the shipped role
+		return pc.List(ctx, &networkingv1.NetworkPolicyList{}, client.InNamespace(custom))
 	}).Should(Succeed())
 }

@@ -7,9 +7,11 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	gitopsv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gitops/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/platform"
 )
 
@@ -48,4 +50,17 @@ func ApplyShippedClusterRoles(ctx context.Context, c client.Client) error {
 		}
 	}
 	return nil
+}
+
+// BindStage binds p's ServiceAccount of stage to the stage's shipped ClusterRole, as the Platform controller's
+// shared binding does, under a name of p's own so tests sharing a control plane do not meet; none for a stage
+// without one.
+func BindStage(ctx context.Context, c client.Client, p *gitopsv1alpha1.Platform, stage string) error {
+	role := platform.StageClusterRole(stage)
+	if role == "" {
+		return nil
+	}
+	return c.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: p.Namespace + "-" + p.Name + "-" + stage},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		Subjects: []rbacv1.Subject{platform.StageSubject(p, stage)}})
 }

@@ -42,9 +42,7 @@ func grantAsPlatform(ctx context.Context, p *gitopsv1alpha1.Platform, tenantNS s
 	for _, st := range []string{gitopsv1alpha1.StageSource, gitopsv1alpha1.StageProvisioner, gitopsv1alpha1.StagePruner} {
 		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: platform.Name(st)}}
 		Expect(c.Create(ctx, sa)).To(Succeed())
-		if crb := platform.ClusterRoleBinding(p, st); crb != nil {
-			Expect(c.Create(ctx, crb)).To(Succeed())
-		}
+		Expect(testenv.BindStage(ctx, c, p, st)).To(Succeed())
 		tr := &authenticationv1.TokenRequest{}
 		Expect(c.SubResource("token").Create(ctx, sa, tr)).To(Succeed())
 		cfg := rest.AnonymousClientConfig(env.Config)

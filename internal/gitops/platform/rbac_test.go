@@ -46,10 +46,9 @@ func TestClusterRolesGrantNoSecretsAndNoSourceWrites(t *testing.T) {
 	} {
 		t.Run(tc.stage, func(t *testing.T) {
 			g := NewWithT(t)
-			crb := ClusterRoleBinding(p, tc.stage)
-			g.Expect(crb).NotTo(BeNil())
-			g.Expect(crb.RoleRef.Name).To(Equal(StageClusterRole(tc.stage)))
-			rules := ShippedRules(crb.RoleRef.Name)
+			g.Expect(SharedBindingName(tc.stage)).To(Equal(StageClusterRole(tc.stage)))
+			g.Expect(StageSubject(p, tc.stage)).To(Equal(rbacv1.Subject{Kind: "ServiceAccount", Name: Name(tc.stage), Namespace: p.Namespace}))
+			rules := ShippedRules(StageClusterRole(tc.stage))
 			for _, a := range tc.allowed {
 				g.Expect(grants(rules, a[0], a[1], a[2])).To(BeTrue(), "%v", a)
 			}
@@ -65,7 +64,7 @@ func TestClusterRolesGrantNoSecretsAndNoSourceWrites(t *testing.T) {
 		})
 	}
 	for _, stage := range []string{"renderer", "orderer", "labeler", "pharos"} {
-		NewWithT(t).Expect(ClusterRoleBinding(p, stage)).To(BeNil(), stage)
+		NewWithT(t).Expect(StageClusterRole(stage)).To(BeEmpty(), stage)
 	}
 }
 
@@ -97,8 +96,8 @@ func TestClusterNamesDoNotCollide(t *testing.T) {
 	} {
 		g := NewWithT(t)
 		for _, stage := range []string{"source", "provisioner", "pruner"} {
+			g.Expect(SourceTenantRoleBinding(tc.a, "team").Name).To(Equal(ClusterName(tc.a, "source")))
 			g.Expect(ClusterName(tc.a, stage)).NotTo(Equal(ClusterName(tc.b, stage)))
-			g.Expect(ClusterRoleBinding(tc.a, stage).Name).To(Equal(ClusterName(tc.a, stage)))
 		}
 	}
 	NewWithT(t).Expect(ClusterName(named("team", "x-prod"), "pruner")).To(MatchRegexp(`^katastroma-team-x-prod-[0-9a-f]{8}-pruner$`))

@@ -1,6 +1,7 @@
 package tenancy
 
 import (
+	rbacv1 "k8s.io/api/rbac/v1"
 	"strings"
 	"testing"
 
@@ -141,4 +142,28 @@ func FuzzValidate(f *testing.F) {
 			t.Fatalf("accepted resource %q", resource)
 		}
 	})
+}
+
+func TestMissing(t *testing.T) {
+	verbs := []string{"get", "create"}
+	rule := func(groups, resources, verbs []string, names ...string) rbacv1.PolicyRule {
+		return rbacv1.PolicyRule{APIGroups: groups, Resources: resources, Verbs: verbs, ResourceNames: names}
+	}
+	widgets := []gitopsv1alpha1.TenantResource{{APIGroups: []string{"example.com"}, Resources: []string{"widgets", "gadgets"}}}
+	for name, tc := range map[string]struct {
+		resources []gitopsv1alpha1.TenantResource
+		rules     []rbacv1.PolicyRule
+		want      []string
+	}{
+		"granted":             {widgets, []rbacv1.PolicyRule{rule([]string{"example.com"}, []string{"widgets", "gadgets"}, verbs)}, nil},
+		"wildcards grant":     {widgets, []rbacv1.PolicyRule{rule([]string{"*"}, []string{"*"}, []string{"*"})}, nil},
+		"one verb short":      {widgets, []rbacv1.PolicyRule{rule([]string{"example.com"}, []string{"widgets", "gadgets"}, []string{"get"})}, []string{"widgets.example.com", "gadgets.example.com"}},
+		"split across rules":  {widgets, []rbacv1.PolicyRule{rule([]string{"example.com"}, []string{"widgets", "gadgets"}, []string{"get"}), rule([]string{"example.com"}, []string{"widgets"}, []string{"create"})}, []string{"gadgets.example.com"}},
+		"names do not count":  {widgets, []rbacv1.PolicyRule{rule([]string{"example.com"}, []string{"widgets", "gadgets"}, verbs, "one")}, []string{"widgets.example.com", "gadgets.example.com"}},
+		"defaults when empty": {nil, nil, []string{"configmaps", "secrets", "services", "serviceaccounts", "deployments.apps"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			NewWithT(t).Expect(Missing(tc.resources, verbs, tc.rules)).To(Equal(tc.want))
+		})
+	}
 }

@@ -42,7 +42,7 @@ func provisionerAs(ctx context.Context, tenantNS string) *rest.Config {
 	st := gitopsv1alpha1.StageProvisioner
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: platform.Name(st)}}
 	Expect(c.Create(ctx, sa)).To(Succeed())
-	Expect(c.Create(ctx, platform.ClusterRoleBinding(p, st))).To(Succeed())
+	Expect(testenv.BindStage(ctx, c, p, st)).To(Succeed())
 	tr := &authenticationv1.TokenRequest{}
 	Expect(c.SubResource("token").Create(ctx, sa, tr)).To(Succeed())
 	cfg := rest.AnonymousClientConfig(env.Config)
