@@ -1,6 +1,7 @@
 package bundle
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -38,10 +39,7 @@ func TestOperatorBindsOnlyShippedClusterRoles(t *testing.T) {
 			}
 		}
 	}
-	var want []string
-	for _, cr := range platform.ShippedClusterRoles() {
-		want = append(want, cr.Name)
-	}
+	want := platform.BindableClusterRoles()
 	g.Expect(bindable).To(ConsistOf(want), "bind is granted on exactly the shipped ClusterRoles")
 
 	shipped := map[string]*rbacv1.ClusterRole{}
@@ -52,8 +50,36 @@ func TestOperatorBindsOnlyShippedClusterRoles(t *testing.T) {
 			shipped[cr.Name] = cr
 		}
 	}
-	for _, name := range want {
-		g.Expect(shipped).To(HaveKey(name), "the bundle ships ClusterRole %s", name)
-		g.Expect(shipped[name].Rules).To(Equal(platform.ShippedRules(name)), "rules of %s", name)
+	for _, cr := range platform.ShippedClusterRoles() {
+		g.Expect(shipped).To(HaveKey(cr.Name), "the bundle ships ClusterRole %s", cr.Name)
+		g.Expect(shipped[cr.Name].Rules).To(Equal(cr.Rules), "rules of %s", cr.Name)
+		g.Expect(shipped[cr.Name].AggregationRule).To(Equal(cr.AggregationRule), "aggregation of %s", cr.Name)
+	}
+}
+
+// TestCSVHasNoEscalationShapes reads the CSV's cluster-wide rules for the shapes a certification reviewer refuses:
+// wildcards; escalate, bind or impersonate without resourceNames; update, patch or delete on ClusterRoles or
+// ClusterRoleBindings without resourceNames; ServiceAccount tokens and pod exec. (What RBAC cannot limit by name,
+// create, is confined by the escalation guard; test/olm tries every escalation as the installed ServiceAccount.)
+func TestCSVHasNoEscalationShapes(t *testing.T) {
+	g := NewWithT(t)
+	spec := csv(t).Spec.InstallStrategy.StrategySpec
+	for _, p := range spec.ClusterPermissions {
+		for i, r := range p.Rules {
+			where := fmt.Sprintf("%s clusterPermissions rule %d %v", p.ServiceAccountName, i, r)
+			for _, list := range [][]string{r.APIGroups, r.Resources, r.Verbs} {
+				g.Expect(list).NotTo(ContainElement("*"), "%s: wildcard", where)
+			}
+			if len(r.ResourceNames) == 0 {
+				g.Expect(r.Verbs).NotTo(ContainElement(BeElementOf("escalate", "bind", "impersonate")), "%s: unnamed escalate/bind/impersonate", where)
+				if slices.Contains(r.APIGroups, rbacv1.GroupName) && (slices.Contains(r.Resources, "clusterroles") || slices.Contains(r.Resources, "clusterrolebindings")) {
+					g.Expect(r.Verbs).NotTo(ContainElement(BeElementOf("update", "patch", "delete")), "%s: unnamed writes of cluster RBAC", where)
+				}
+			}
+			g.Expect(r.Resources).NotTo(ContainElement(BeElementOf("serviceaccounts/token", "pods/exec", "pods/attach", "nodes/proxy")), where)
+			if slices.Contains(r.APIGroups, "admissionregistration.k8s.io") && len(r.ResourceNames) == 0 {
+				g.Expect(r.Verbs).To(ConsistOf("create"), "%s: the operator may create its guard, never change an admission policy", where)
+			}
+		}
 	}
 }

@@ -55,6 +55,7 @@ func runAsInstalled(t *testing.T) *asinstalled.Manager {
 	m.WaitConverged(t)
 	canaryQueriesConfiguredPrometheus(t, m.Prometheus)
 	m.AssertNothingForbidden(t)
+	m.TryEscalations(t)
 	return m
 }
 

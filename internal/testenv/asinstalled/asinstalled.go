@@ -23,13 +23,16 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/quartet-dev/quartet-operator/internal/guard"
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
 	"github.com/quartet-dev/quartet-operator/internal/testenv/devstack"
+	"github.com/quartet-dev/quartet-operator/internal/testenv/escalation"
 )
 
 // Install names what the installer created.
@@ -79,7 +82,24 @@ func Run(t *testing.T, env *testenv.Env, in Install) *Manager {
 	m.ApplySamples(t)
 	m.WaitConverged(t)
 	m.AssertNothingForbidden(t)
+	m.TryEscalations(t)
 	return m
+}
+
+// TryEscalations tries every escalation of package escalation as the installed ServiceAccount, with a token of
+// its own, once the manager has installed its guard: each must be refused (RBAC or the guard).
+func (m *Manager) TryEscalations(t *testing.T) {
+	t.Helper()
+	g := gomega.NewWithT(t)
+	ctx := context.Background()
+	op, err := escalation.AsServiceAccount(ctx, m.env.Config, m.env.Client, m.in.Namespace, m.in.ServiceAccount)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	scratch := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "escalation-"}}
+	g.Expect(m.env.Client.Create(ctx, scratch)).To(gomega.Succeed())
+	t.Cleanup(func() { _ = m.env.Client.Delete(ctx, scratch) })
+	g.Eventually(func() error { return guard.Enforced(ctx, op, m.in.Namespace) }).WithTimeout(time.Minute).
+		Should(gomega.Succeed(), "the manager installed its escalation guard")
+	escalation.Refused(t, op, escalation.Attempts(m.in.Namespace, m.in.ServiceAccount, scratch.Name))
 }
 
 // Start starts the peers the Deployment's environment names — a local Fleet API behind the credentials Secret

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+
+	"github.com/quartet-dev/quartet-operator/internal/testenv/escalation"
 )
 
 // auditEvent is the part of an audit.k8s.io/v1 Event the checks read.
@@ -12,12 +14,14 @@ type auditEvent struct {
 	Verb           string                    `json:"verb"`
 	RequestURI     string                    `json:"requestURI"`
 	User           struct{ Username string } `json:"user"`
+	UserAgent      string                    `json:"userAgent"`
 	ResponseStatus *struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
 }
 
-// AuditedAnswers counts user's audited requests and lists those answered 403.
+// AuditedAnswers counts user's audited requests and lists those answered 403. The escalation attempts
+// (TryEscalations, user agent escalation.UserAgent) are the test's own, refused on purpose, and not counted.
 func AuditedAnswers(path, user string) (int, []string, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -33,7 +37,7 @@ func AuditedAnswers(path, user string) (int, []string, error) {
 		if err := json.Unmarshal(scanner.Bytes(), &e); err != nil {
 			return 0, nil, fmt.Errorf("audit log line: %w", err)
 		}
-		if e.User.Username != user {
+		if e.User.Username != user || e.UserAgent == escalation.UserAgent {
 			continue
 		}
 		requests++

@@ -31,6 +31,9 @@ type Operator struct {
 	client.Client
 }
 
+// UserAgent marks the attempts' requests, so an audit of the operator's own requests can leave them out.
+const UserAgent = "quartet-escalation-attempts"
+
 // AsServiceAccount is ServiceAccount ns/sa authenticated as itself: a bound token from a TokenRequest (made with
 // admin), on admin's server and CA and nothing else of admin's credentials.
 func AsServiceAccount(ctx context.Context, admin *rest.Config, c client.Client, ns, sa string) (Operator, error) {
@@ -40,6 +43,7 @@ func AsServiceAccount(ctx context.Context, admin *rest.Config, c client.Client, 
 	}
 	cfg := rest.AnonymousClientConfig(admin)
 	cfg.BearerToken = tr.Status.Token
+	cfg.UserAgent = UserAgent
 	as, err := client.New(cfg, client.Options{Scheme: c.Scheme()})
 	if err != nil {
 		return Operator{}, err
