@@ -2,7 +2,6 @@ package gitops_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -10,7 +9,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -23,22 +21,17 @@ import (
 )
 
 // operatorClient is an uncached client acting as a ServiceAccount bound to the manager's generated ClusterRole
-// (config/rbac/role.yaml, what `make manifests` derives from the markers): the operator as installed, not admin.
+// (config/rbac/gitops/role.yaml, what `make manifests` derives from the gitops markers): the operator as installed, not admin.
 func operatorClient(t *testing.T, g Gomega) client.Client {
 	ctx := context.Background()
 	ns := "operator-" + suffix()
 	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "controller-manager"}}
 	g.Expect(env.Client.Create(ctx, sa)).To(Succeed())
-	objs, err := testenv.ReadObjects(filepath.Join(testenv.RepoRoot(), "config/rbac/role.yaml"))
+	objs, err := testenv.OperatorRoles("config/rbac/gitops/role.yaml")
 	g.Expect(err).NotTo(HaveOccurred())
-	role := &rbacv1.ClusterRole{}
-	for _, o := range objs {
-		if o.GetKind() == "ClusterRole" {
-			g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, role)).To(Succeed())
-		}
-	}
-	g.Expect(role.Rules).NotTo(BeEmpty())
+	g.Expect(objs).To(HaveLen(1))
+	role := objs[0].(*rbacv1.ClusterRole)
 	role.ObjectMeta = metav1.ObjectMeta{Name: ns + "-manager-role"}
 	g.Expect(env.Client.Create(ctx, role)).To(Succeed())
 	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},

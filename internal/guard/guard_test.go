@@ -3,7 +3,6 @@ package guard_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,7 +12,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -157,30 +155,6 @@ func deleteGuard(t *testing.T) {
 	NewWithT(t).Expect(client.IgnoreNotFound(env.Client.Delete(context.Background(), policy))).To(Succeed())
 }
 
-// generatedRoles reads the operator's RBAC as config/rbac ships it: every Role and ClusterRole generated from the
-// markers (config/rbac/role.yaml).
-func generatedRoles(t *testing.T) []client.Object {
-	t.Helper()
-	g := NewWithT(t)
-	objs, err := testenv.ReadObjects(filepath.Join(testenv.RepoRoot(), "config", "rbac", "role.yaml"))
-	g.Expect(err).NotTo(HaveOccurred())
-	var out []client.Object
-	for _, u := range objs {
-		switch u.GetKind() {
-		case "ClusterRole":
-			cr := &rbacv1.ClusterRole{}
-			g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, cr)).To(Succeed())
-			out = append(out, cr)
-		case "Role":
-			r := &rbacv1.Role{}
-			g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, r)).To(Succeed())
-			out = append(out, r)
-		}
-	}
-	g.Expect(out).NotTo(BeEmpty())
-	return out
-}
-
 // TestOperatorRulesRefuseEveryEscalation binds exactly the operator's generated rules to a ServiceAccount, lets it
 // install its guard itself (as the manager does at start), and tries every escalation as it: each is refused,
 // by RBAC or by the guard it cannot change.
@@ -189,7 +163,10 @@ func TestOperatorRulesRefuseEveryEscalation(t *testing.T) {
 	ns := "op-" + rand.String(5)
 	kubeSystemDefault(t)
 	op := serviceAccount(t, ns, "manager")
-	for _, obj := range generatedRoles(t) {
+	roles, err := testenv.OperatorRoles()
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	NewWithT(t).Expect(roles).To(HaveLen(6), "the common ClusterRole and Role and one ClusterRole per group")
+	for _, obj := range roles {
 		ref := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ns + "-" + obj.GetName()}
 		obj.SetName(ref.Name)
 		if _, namespaced := obj.(*rbacv1.Role); namespaced {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/quartet-dev/quartet-operator/internal/operator"
 )
 
 // Values conditions the templates share.
@@ -84,7 +86,29 @@ func templatize(obj map[string]any, webhooks webhookNames) (*template, error) {
 			t.condition = ".Values.monitoring.serviceMonitor.enabled"
 		}
 	}
+	if g := rbacGroup(kind, name(obj)); g != "" {
+		// A group's rights only when the manager runs its controllers (groups empty runs every group).
+		t.condition = fmt.Sprintf(`or (not .Values.groups) (has %q .Values.groups)`, g)
+	}
 	return t, nil
+}
+
+// rbacGroup is the API group whose controllers need a ClusterRole or ClusterRoleBinding of config/rbac: the
+// manager's per-group roles (manager-role-<group>, manager-rolebinding-<group>) and the gitops stages' shipped
+// roles (katastroma-*); "" for everything else.
+func rbacGroup(kind, objName string) string {
+	if kind != "ClusterRole" && kind != "ClusterRoleBinding" {
+		return ""
+	}
+	for _, g := range operator.Groups {
+		if strings.HasSuffix(objName, "-manager-role-"+g) || strings.HasSuffix(objName, "-manager-rolebinding-"+g) {
+			return g
+		}
+	}
+	if kind == "ClusterRole" && strings.Contains(objName, "-katastroma-") {
+		return "gitops"
+	}
+	return ""
 }
 
 // addHelmLabels replaces config/'s managed-by label with the chart's labels (managed-by Helm, instance, chart).

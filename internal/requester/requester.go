@@ -1,3 +1,5 @@
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 // Package requester answers one question for every group's admission webhooks: could the user who sent this
 // request do, themselves, what a field of their object asks the operator to do with its own rights? A field that
 // names a Secret, a namespace, a role or another team's object is a request to use the operator's identity on the

@@ -64,3 +64,39 @@ func BindStage(ctx context.Context, c client.Client, p *gitopsv1alpha1.Platform,
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
 		Subjects: []rbacv1.Subject{platform.StageSubject(p, stage)}})
 }
+
+// OperatorRoleFiles are the operator's generated RBAC: what every group needs (config/rbac/role.yaml) and each
+// group's (config/rbac/<group>/role.yaml), as `make manifests` writes them from the markers.
+var OperatorRoleFiles = []string{"config/rbac/role.yaml", "config/rbac/fleet/role.yaml", "config/rbac/gnmic/role.yaml",
+	"config/rbac/agentrax/role.yaml", "config/rbac/gitops/role.yaml"}
+
+// OperatorRoles reads the ClusterRoles and Roles of files (paths under the repository root; OperatorRoleFiles
+// when none are given).
+func OperatorRoles(files ...string) ([]client.Object, error) {
+	if len(files) == 0 {
+		files = OperatorRoleFiles
+	}
+	var out []client.Object
+	for _, f := range files {
+		objs, err := ReadObjects(filepath.Join(RepoRoot(), f))
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range objs {
+			var obj client.Object
+			switch u.GetKind() {
+			case "ClusterRole":
+				obj = &rbacv1.ClusterRole{}
+			case "Role":
+				obj = &rbacv1.Role{}
+			default:
+				continue
+			}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", f, u.GetName(), err)
+			}
+			out = append(out, obj)
+		}
+	}
+	return out, nil
+}

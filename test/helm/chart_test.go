@@ -3,6 +3,7 @@ package helm
 import (
 	"context"
 	"fmt"
+	"github.com/quartet-dev/quartet-operator/internal/operator"
 	"maps"
 	"os"
 	"path/filepath"
@@ -192,6 +193,21 @@ func TestValuesReachTheObjects(t *testing.T) {
 	d := find(rendered, "Deployment", "quartet-operator-controller-manager")
 	g.Expect(d).NotTo(BeNil())
 	g.Expect(d.Object["spec"]).To(HaveKeyWithValue("replicas", BeEquivalentTo(2)))
+
+	// groups: [gnmic, fleet] grants those groups' rights and what every group needs, nothing of the others'.
+	for _, group := range operator.Groups {
+		role := find(rendered, "ClusterRole", "quartet-operator-manager-role-"+group)
+		binding := find(rendered, "ClusterRoleBinding", "quartet-operator-manager-rolebinding-"+group)
+		if group == "gnmic" || group == "fleet" {
+			g.Expect(role).NotTo(BeNil(), group)
+			g.Expect(binding).NotTo(BeNil(), group)
+		} else {
+			g.Expect(role).To(BeNil(), "%s is not enabled: its ClusterRole is not rendered", group)
+			g.Expect(binding).To(BeNil(), group)
+		}
+	}
+	g.Expect(find(rendered, "ClusterRole", "quartet-operator-manager-role")).NotTo(BeNil())
+	g.Expect(find(rendered, "ClusterRole", "quartet-operator-katastroma-tenant-provisioner")).To(BeNil(), "the gitops stage roles go with gitops")
 	pod, _, _ := unstructured.NestedMap(d.Object, "spec", "template", "spec")
 	for _, field := range []string{"imagePullSecrets", "nodeSelector", "tolerations", "affinity", "priorityClassName"} {
 		g.Expect(normalized(pod[field])).To(Equal(normalized(vals[field])), field)
