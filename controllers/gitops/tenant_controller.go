@@ -54,11 +54,11 @@ type TenantReconciler struct {
 // +kubebuilder:rbac:groups="",resources=namespaces;serviceaccounts,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
-// The pipeline identities are bound to the shipped tenant ClusterRoles (no Role, no escalate; bind by name only).
+// The pipeline identities are bound to the shipped tenant ClusterRoles (no Role, no escalate): bind by name and the
+// deletion of the Roles earlier versions wrote are granted with the Platform controller's markers, which list every
+// shipped role; ClusterRoles are read to check what the aggregated tenant roles grant.
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=get;list;watch
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=quartet-operator-katastroma-tenant-provisioner;quartet-operator-katastroma-tenant-pruner
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles,verbs=delete,resourceNames=katastroma-provisioner;katastroma-pruner
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile fetches the Tenant, handles offboarding, writes its children and patches status once, only if changed.
