@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	appsv1 "k8s.io/api/apps/v1"
@@ -41,6 +43,9 @@ const PlatformFinalizer = "katastroma.org/platform-cleanup"
 type PlatformReconciler struct {
 	client.Client
 	Recorder recorder.EventRecorder
+	// AllowedNamespaces, when set, are the only namespaces whose Platforms are deployed (--gitops-platform-namespaces):
+	// a Platform's stage ServiceAccounts get cluster-wide rights, so administrators may confine where that happens.
+	AllowedNamespaces []string
 }
 
 // +kubebuilder:rbac:groups=katastroma.org,resources=platforms,verbs=get;list;watch;update;patch
@@ -82,6 +87,11 @@ func (r *PlatformReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 		}
 	}
 	before := p.DeepCopy()
+	if len(r.AllowedNamespaces) > 0 && !slices.Contains(r.AllowedNamespaces, p.Namespace) {
+		r.stalled(p, fmt.Sprintf("metadata.namespace: Platforms are deployed only in %s (--gitops-platform-namespaces): "+
+			"a Platform's stage ServiceAccounts get cluster-wide rights", strings.Join(r.AllowedNamespaces, ", ")))
+		return ctrl.Result{}, kube.PatchStatusIfChanged(ctx, r.Client, before, p)
+	}
 	if errs := platform.Validate(p); len(errs) > 0 {
 		r.stalled(p, errs.ToAggregate().Error())
 		return ctrl.Result{}, kube.PatchStatusIfChanged(ctx, r.Client, before, p)

@@ -136,3 +136,25 @@ func TestPlatformControllerBindsOnlyTheShippedRoles(t *testing.T) {
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
 	}).Should(Succeed())
 }
+
+// TestPlatformNamespacesFlag: with --gitops-platform-namespaces set, a Platform elsewhere is Stalled, naming the
+// namespaces allowed, and gets no stage (so its ServiceAccounts are bound nowhere).
+func TestPlatformNamespacesFlag(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	g.Expect(env.StopManager()).To(Succeed())
+	t.Cleanup(func() { NewWithT(t).Expect(env.StartManager()).To(Succeed()) })
+	r := &gitops.PlatformReconciler{Client: env.Client, AllowedNamespaces: []string{"katastroma-system"}}
+	ns := "elsewhere-" + suffix()
+	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	p := &gitopsv1alpha1.Platform{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "main"},
+		Spec: gitopsv1alpha1.PlatformSpec{Image: "example.com/katastroma:v1", CollectorEndpoint: "otel.obs.svc:4317"}}
+	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
+	_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+	g.Expect(err).NotTo(HaveOccurred())
+	get(g, client.ObjectKeyFromObject(p), p)
+	g.Expect(p.Status.Conditions).To(ContainElement(And(HaveField("Type", gitopsv1alpha1.ConditionStalled),
+		HaveField("Status", metav1.ConditionTrue), HaveField("Message", ContainSubstring("only in katastroma-system")))))
+	err = env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: platform.Name(gitopsv1alpha1.StageSource)}, &corev1.ServiceAccount{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no stage is deployed: %v", err)
+}

@@ -186,3 +186,35 @@ func TestOperatorRulesRefuseEveryEscalation(t *testing.T) {
 	NewWithT(t).Eventually(func() error { return guard.Enforced(ctx, op, ns) }).Should(Succeed(), "the API server enforces the guard")
 	escalation.Refused(t, op, escalation.Attempts(ns, "manager", scratch(t, nil, nil)))
 }
+
+// TestGuardConfinesStagesToPlatformNamespaces: with --gitops-platform-namespaces, stage ServiceAccounts run and are
+// bound cluster-wide only in those namespaces.
+func TestGuardConfinesStagesToPlatformNamespaces(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := "guard-" + rand.String(5)
+	op := serviceAccount(t, ns, "manager")
+	bind(t, ns, "manager", rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"})
+	platformNS, team := scratch(t, nil, nil), scratch(t, nil, nil)
+	g.Expect(guard.Install(ctx, env.Client, guard.Options{User: "system:serviceaccount:" + ns + ":manager",
+		PlatformNamespaces: []string{platformNS}})).To(Succeed())
+	t.Cleanup(func() { deleteGuard(t) })
+	g.Eventually(func() error { return guard.Enforced(ctx, op, ns) }).Should(Succeed())
+
+	stage := func(ns string) *appsv1.Deployment {
+		labels := map[string]string{"app": "stage"}
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "katastroma-source"},
+			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+					ServiceAccountName: "katastroma-source", Containers: []corev1.Container{{Name: "c", Image: "example.com/k:1"}}}}}}
+	}
+	g.Expect(op.Create(ctx, stage(platformNS), client.DryRunAll)).To(Succeed())
+	g.Expect(apierrors.IsForbidden(op.Create(ctx, stage(team), client.DryRunAll))).To(BeTrue(), "a stage outside the Platform namespaces")
+	crb := func(ns string) *rbacv1.ClusterRoleBinding {
+		return &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "quartet-operator-katastroma-source"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "quartet-operator-katastroma-source"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "katastroma-source", Namespace: ns}}}
+	}
+	g.Expect(op.Create(ctx, crb(platformNS), client.DryRunAll)).To(Succeed())
+	g.Expect(apierrors.IsForbidden(op.Create(ctx, crb(team), client.DryRunAll))).To(BeTrue(), "a stage subject outside the Platform namespaces")
+}

@@ -48,6 +48,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		strings.Join(operator.Groups, ",")+".")
 	fs.Var(listFlag{&o.Controllers}, "controllers",
 		"Comma-separated controller names (e.g. gnmic-target) to run; empty runs every controller of the enabled groups.")
+	fs.Var(listFlag{&o.PlatformNamespaces}, "gitops-platform-namespaces",
+		"Comma-separated namespaces where gitops Platforms are deployed (others report Stalled); empty allows any. A "+
+			"Platform's stage ServiceAccounts get cluster-wide rights, and the escalation guard lets stage ServiceAccounts "+
+			"run and be bound only in these namespaces.")
 	fs.Var(listFlag{&o.WatchNamespaces}, "watch-namespaces",
 		"Comma-separated namespaces to watch; empty watches all namespaces.")
 	fs.StringVar(&o.APIBindAddress, "api-bind-address", o.APIBindAddress,

@@ -108,6 +108,8 @@ type Options struct {
 	// EnforceSecretUseAuthz makes admission of a fleet CR that names a Secret check, with a SubjectAccessReview,
 	// that the requester may get that Secret.
 	EnforceSecretUseAuthz bool
+	// PlatformNamespaces, when set, are the only namespaces where gitops Platforms are deployed.
+	PlatformNamespaces []string
 	// EscalationGuard makes the manager, when it runs as a ServiceAccount, install its escalation guard (package
 	// guard) and wait until the API server enforces it before any controller starts.
 	EscalationGuard bool
@@ -308,7 +310,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	}
 	// Before any controller can write with the operator's rights.
 	if o.EscalationGuard {
-		if err := installGuard(ctx, cfg, mgrOpts.Scheme); err != nil {
+		if err := installGuard(ctx, cfg, mgrOpts.Scheme, o.PlatformNamespaces); err != nil {
 			return nil, err
 		}
 	}
@@ -338,6 +340,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		APIBindAddress:  o.APIBindAddress,
 		WatchNamespaces: o.WatchNamespaces,
 		// A Tenant owning the operator's namespace could deploy into it with the pipeline's identities.
+		PlatformNamespaces: o.PlatformNamespaces,
 		ReservedNamespaces: slices.DeleteFunc([]string{podNamespace(o.LeaderElectionNamespace)}, func(s string) bool { return s == "" }),
 		Clock:              o.Clock,
 		GPUResourceName:    o.GPUResourceName,
@@ -376,7 +379,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 // installGuard installs the escalation guard for the manager's own identity and waits (30 s at most) until the
 // API server enforces it. An identity that is not a ServiceAccount (a developer's kubeconfig) gets none: the
 // guard confines the installed operator, not its administrators.
-func installGuard(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme) error {
+func installGuard(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, platformNamespaces []string) error {
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return err
@@ -390,7 +393,7 @@ func installGuard(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme)
 		ctrl.Log.WithName("guard").Info("not running as a ServiceAccount: no escalation guard installed", "user", user)
 		return nil
 	}
-	if err := guard.Install(ctx, c, guard.Options{User: user}); err != nil {
+	if err := guard.Install(ctx, c, guard.Options{User: user, PlatformNamespaces: platformNamespaces}); err != nil {
 		return fmt.Errorf("escalation guard: %w", err)
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)

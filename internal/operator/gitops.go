@@ -17,8 +17,9 @@ func gitopsControllers() []Controller {
 			Reads: []Kind{"gitops/Platform"},
 			Setup: func(_ context.Context, mgr ctrl.Manager, d Dependencies) error {
 				return (&gitopscontrollers.PlatformReconciler{
-					Client:   mgr.GetClient(),
-					Recorder: mgr.GetEventRecorder(gitopscontrollers.PlatformControllerName),
+					Client:            mgr.GetClient(),
+					Recorder:          mgr.GetEventRecorder(gitopscontrollers.PlatformControllerName),
+					AllowedNamespaces: d.PlatformNamespaces,
 				}).SetupWithManager(mgr, d.options(gitopscontrollers.PlatformControllerName))
 			},
 		},

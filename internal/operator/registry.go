@@ -68,6 +68,8 @@ type Dependencies struct {
 	Registry RegistrySettings
 	// ReservedNamespaces no gitops Tenant may claim besides the system ones: the operator's own namespace.
 	ReservedNamespaces []string
+	// PlatformNamespaces, when set, are the only namespaces where a gitops Platform is deployed.
+	PlatformNamespaces []string
 	// PeerDial is where connections to in-cluster peers go (QUARTET_DEV_DIAL_MAP, development and tests
 	// only); nil dials every address as it is. Every HTTP client reaching a collector pod, an agent's MCP
 	// Service or Prometheus uses PeerDial.Transport().
