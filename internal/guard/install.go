@@ -81,9 +81,13 @@ func specDigest(obj client.Object) (string, error) {
 	return hex.EncodeToString(sum[:8]), nil
 }
 
+// ProbeUserAgent marks Enforced's probe requests: the guard refuses them on purpose, so an audit of the operator's
+// forbidden requests can leave them out.
+const ProbeUserAgent = "quartet-operator-guard-probe"
+
 // Enforced reports whether the API server enforces the guard for the client's identity: a dry-run ServiceAccount
 // token Secret in namespace ns must be refused by the guard. The API server loads a new policy within a second or
-// two; callers poll with a deadline.
+// two; callers poll with a deadline. Give c the user agent ProbeUserAgent.
 func Enforced(ctx context.Context, c client.Client, ns string) error {
 	probe := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "guard-probe-",
 		Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}}, Type: corev1.SecretTypeServiceAccountToken}

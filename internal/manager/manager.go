@@ -380,7 +380,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 // API server enforces it. An identity that is not a ServiceAccount (a developer's kubeconfig) gets none: the
 // guard confines the installed operator, not its administrators.
 func installGuard(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, platformNamespaces []string) error {
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	probeCfg := rest.CopyConfig(cfg)
+	probeCfg.UserAgent = guard.ProbeUserAgent
+	c, err := client.New(probeCfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/quartet-dev/quartet-operator/internal/guard"
 	"github.com/quartet-dev/quartet-operator/internal/testenv/escalation"
 )
 
@@ -21,7 +22,8 @@ type auditEvent struct {
 }
 
 // AuditedAnswers counts user's audited requests and lists those answered 403. The escalation attempts
-// (TryEscalations, user agent escalation.UserAgent) are the test's own, refused on purpose, and not counted.
+// (TryEscalations, user agent escalation.UserAgent) and the manager's probe of its escalation guard
+// (guard.ProbeUserAgent) are refused on purpose and not counted.
 func AuditedAnswers(path, user string) (int, []string, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -37,7 +39,7 @@ func AuditedAnswers(path, user string) (int, []string, error) {
 		if err := json.Unmarshal(scanner.Bytes(), &e); err != nil {
 			return 0, nil, fmt.Errorf("audit log line: %w", err)
 		}
-		if e.User.Username != user || e.UserAgent == escalation.UserAgent {
+		if e.User.Username != user || e.UserAgent == escalation.UserAgent || e.UserAgent == guard.ProbeUserAgent {
 			continue
 		}
 		requests++
