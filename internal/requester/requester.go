@@ -47,7 +47,7 @@ var ErrNoRequest = errors.New("no admission request in the context")
 func User(ctx context.Context) (authenticationv1.UserInfo, error) {
 	req, err := admission.RequestFromContext(ctx)
 	if err != nil {
-		return authenticationv1.UserInfo{}, fmt.Errorf("%w: %v", ErrNoRequest, err)
+		return authenticationv1.UserInfo{}, fmt.Errorf("%w: %w", ErrNoRequest, err)
 	}
 	return req.UserInfo, nil
 }
