@@ -97,8 +97,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Admit a discovery whose spec.targetNamespace is another namespace only when a SubjectAccessReview says the "+
 			"requester may create the discovered kind there (on by default; =false admits any target namespace).")
 	fs.BoolVar(&o.EnforceSecretUseAuthz, "enforce-secret-use-authz", o.EnforceSecretUseAuthz,
-		"Admit an ExternalAttributeSync that names a Secret only when a SubjectAccessReview says the requester may get "+
-			"that Secret (on by default; =false skips the check).")
+		"Admit an ExternalAttributeSync, or a gnmic TargetSource, TargetProfile, Target or Cluster, that names a Secret "+
+			"(or ConfigMap, or a profile whose credentials it would send) only when a SubjectAccessReview says the "+
+			"requester may get it (on by default; =false skips the check).")
 	fs.StringVar(&o.FleetClusterID, "fleet-cluster-id", o.FleetClusterID,
 		"Identity of this cluster in the ownership marker written into Fleet pipelines' metadata; empty means the "+
 			"UID of the kube-system namespace.")

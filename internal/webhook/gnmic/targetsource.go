@@ -27,18 +27,21 @@ type TargetSourceValidator struct {
 	Mapper *targetsource.Mapper
 	// Reader looks up referenced objects for warnings; nil skips the warnings.
 	Reader client.Reader
+	// Trust checks that the requester may read every Secret and ConfigMap the source names and the credentials
+	// of the profiles it names; nil checks nothing.
+	Trust *Trust
 }
 
 var _ admission.Validator[*gnmicv1alpha1.TargetSource] = TargetSourceValidator{}
 
 // SetupTargetSourceWebhook registers the TargetSource validating webhook with the manager's webhook server.
-func SetupTargetSourceWebhook(mgr ctrl.Manager) error {
+func SetupTargetSourceWebhook(mgr ctrl.Manager, trust *Trust) error {
 	mapper, err := targetsource.NewMapper()
 	if err != nil {
 		return err
 	}
 	return ctrl.NewWebhookManagedBy(mgr, &gnmicv1alpha1.TargetSource{}).
-		WithValidator(TargetSourceValidator{Mapper: mapper, Reader: mgr.GetAPIReader()}).Complete()
+		WithValidator(TargetSourceValidator{Mapper: mapper, Reader: mgr.GetAPIReader(), Trust: trust}).Complete()
 }
 
 // ValidateCreate implements admission.Validator.
@@ -57,8 +60,18 @@ func (TargetSourceValidator) ValidateDelete(context.Context, *gnmicv1alpha1.Targ
 }
 
 func (v TargetSourceValidator) validate(ctx context.Context, ts *gnmicv1alpha1.TargetSource) (admission.Warnings, error) {
-	if errs := ValidateTargetSource(ts, v.Mapper); len(errs) > 0 {
+	errs := ValidateTargetSource(ts, v.Mapper)
+	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(gnmicv1alpha1.GroupVersion.WithKind("TargetSource").GroupKind(), ts.Name, errs)
+	}
+	if v.Trust.on() {
+		uses, err := v.Trust.targetSourceUses(ctx, ts)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		if err := v.Trust.refuse(ctx, "targetsources", ts.Name, uses); err != nil {
+			return nil, err
+		}
 	}
 	if v.Reader == nil {
 		return nil, nil
