@@ -57,8 +57,10 @@ func gnmicControllers() []Controller {
 					Writer:    writer,
 					Recorder:  mgr.GetEventRecorder(gnmiccontrollers.TargetSourceControllerName),
 					Mapper:    mapper,
-					WriteQPS:  float64(mgr.GetConfig().QPS),
-					Clock:     d.Clock,
+					// Inventories are external sources like fleet's: one guard, one --external-source-allow-cidrs.
+					Guard:    d.Fleet.guard(),
+					WriteQPS: float64(mgr.GetConfig().QPS),
+					Clock:    d.Clock,
 				}
 				if err := r.SetupWithManager(ctx, mgr, d.options(gnmiccontrollers.TargetSourceControllerName)); err != nil {
 					return err
@@ -174,7 +176,7 @@ func gnmicWebhooks() []Webhook {
 			return gnmicwebhooks.SetupTargetProfileWebhook(mgr, gnmicTrust(mgr, d))
 		}},
 		{Kind: "gnmic/TargetSource", SetupWithDeps: func(mgr ctrl.Manager, d Dependencies) error {
-			return gnmicwebhooks.SetupTargetSourceWebhook(mgr, gnmicTrust(mgr, d))
+			return gnmicwebhooks.SetupTargetSourceWebhook(mgr, gnmicTrust(mgr, d), d.Fleet.guard())
 		}},
 		{Kind: "gnmic/Cluster", SetupWithDeps: func(mgr ctrl.Manager, d Dependencies) error {
 			return gnmicwebhooks.SetupClusterWebhook(mgr, gnmicTrust(mgr, d))
