@@ -344,6 +344,15 @@ func resolvePipeline(s Snapshot, pl *gnmicv1alpha1.GnmicPipeline, res *PipelineR
 		}
 		r.ttps = nil
 	}
+	// A policy stored before admission refused catch-all matches would admit every device that dials in (and
+	// send it the profile's credentials): leave it out until it names its devices.
+	r.ttps = slices.DeleteFunc(r.ttps, func(tp *gnmicv1alpha1.TunnelTargetPolicy) bool {
+		if errs := gnmicv1alpha1.ValidateTunnelTargetPolicy(tp); len(errs) > 0 {
+			res.Unsupported = appendNew(res.Unsupported, "TunnelTargetPolicy/"+tp.Name+": "+errs.ToAggregate().Error())
+			return true
+		}
+		return false
+	})
 	for _, sub := range subs {
 		if why := undeliverable(sub); why != "" {
 			res.Unsupported = appendNew(res.Unsupported, "Subscription/"+sub.Name+": "+why)
