@@ -144,6 +144,10 @@ func (r *ClusterReconciler) ensureResources(ctx context.Context, c *gnmicv1alpha
 		}
 	}
 
+	if err := r.ensureAPINetworkPolicy(ctx, c, lbls); err != nil {
+		return nil, err
+	}
+
 	if err := r.ensurePrometheusServices(ctx, c, p, lbls); err != nil {
 		return nil, err
 	}

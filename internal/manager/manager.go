@@ -332,7 +332,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		GPUResourceName:    o.GPUResourceName,
 		GNMIc: operator.GNMIcSettings{PollInterval: o.GNMIcPollInterval, ReconnectBackoff: o.GNMIcReconnectBackoff,
 			ClusterDomain: o.GNMIcClusterDomain, CertificateWait: o.GNMIcCertificateWait,
-			TargetTLSPropagation: o.GNMIcTargetTLSPropagation, EnforceSecretUseAuthz: o.EnforceSecretUseAuthz},
+			TargetTLSPropagation: o.GNMIcTargetTLSPropagation, EnforceSecretUseAuthz: o.EnforceSecretUseAuthz,
+			OperatorNamespace: podNamespace(o.LeaderElectionNamespace)},
 		Canary: operator.CanarySettings{PrometheusURL: o.PrometheusURL, FailsafeTimeout: o.PrometheusFailsafeTimeout,
 			AnalysisInterval: o.CanaryAnalysisInterval},
 		Fleet: operator.FleetSettings{

@@ -92,6 +92,7 @@ func gnmicControllers() []Controller {
 					Monitor: &collector.Monitor{Client: collectors, PollInterval: d.GNMIc.PollInterval,
 						BackoffMin: d.GNMIc.ReconnectBackoff},
 					ClusterDomain:        d.GNMIc.ClusterDomain,
+					OperatorNamespace:    d.GNMIc.OperatorNamespace,
 					CertificateWait:      d.GNMIc.CertificateWait,
 					TargetTLSPropagation: d.GNMIc.TargetTLSPropagation,
 					PlatformAssignsUID:   collector.PlatformAssignsUID(groups),
@@ -132,6 +133,9 @@ type GNMIcSettings struct {
 	CertificateWait time.Duration
 	// TargetTLSPropagation is how long newly added device TLS files are held back; zero means 2 minutes.
 	TargetTLSPropagation time.Duration
+	// OperatorNamespace is the operator's own namespace, the only one whose operator pods may reach the
+	// collectors' REST API; empty admits operator pods in any namespace.
+	OperatorNamespace string
 	// EnforceSecretUseAuthz is --enforce-secret-use-authz: gnmic objects that name Secrets or ConfigMaps, or send
 	// a profile's credentials to an address, are admitted only for requesters who may read them.
 	EnforceSecretUseAuthz bool
