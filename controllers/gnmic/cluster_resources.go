@@ -136,7 +136,9 @@ func (r *ClusterReconciler) ensureResources(ctx context.Context, c *gnmicv1alpha
 	if t := c.Spec.GRPCTunnel; t != nil {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: name + "-tunnel"}}
 		if err := r.createOrUpdate(ctx, c, svc, func() {
-			applyTemplate(svc, t.Service, corev1.ServiceTypeLoadBalancer, lbls)
+			// ClusterIP unless the Cluster opts in: a LoadBalancer publishes the tunnel, and every
+			// device that can reach it may try to register.
+			applyTemplate(svc, t.Service, corev1.ServiceTypeClusterIP, lbls)
 			svc.Spec.Selector = lbls
 			svc.Spec.Ports = []corev1.ServicePort{{Name: "tunnel", Port: t.Port, TargetPort: intstr.FromInt32(t.Port)}}
 		}); err != nil {

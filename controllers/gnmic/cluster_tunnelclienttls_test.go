@@ -47,6 +47,11 @@ func TestClusterTunnelAndClientTLS(t *testing.T) {
 	}).Should(Succeed())
 	g.Expect(srv[0].Unused()).To(BeEmpty())
 
+	// The tunnel is not published outside the cluster unless the Cluster asks (service.type LoadBalancer).
+	tunnelSvc := &corev1.Service{}
+	g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gnmic-tun-tunnel"}, tunnelSvc)).To(Succeed())
+	g.Expect(tunnelSvc.Spec.Type).To(Equal(corev1.ServiceTypeClusterIP))
+
 	ca, _ := secretPair(g, ns, "gnmic-tun-api-ca")
 	tunnel, s := secretPair(g, ns, "gnmic-tun-tunnel-tls")
 	g.Expect(s.Type).To(Equal(corev1.SecretTypeTLS))

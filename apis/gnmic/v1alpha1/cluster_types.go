@@ -125,7 +125,8 @@ type GRPCTunnel struct {
 	// CA; issuerRef: from cert-manager), given to gNMIc's tunnel-server.tls.
 	// +optional
 	TLS *ClusterTLS `json:"tls,omitempty"`
-	// Service exposing the tunnel server; type defaults to LoadBalancer.
+	// Service exposing the tunnel server; type defaults to ClusterIP (set LoadBalancer to publish the tunnel to
+	// devices outside the cluster).
 	// +optional
 	Service *ServiceTemplate `json:"service,omitempty"`
 }
