@@ -107,6 +107,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	r.setCredentialsCondition(c, snap.CredentialsWithheld)
 	tls, wait, pushErr := r.certificates(ctx, c)
 	var settle time.Duration
 	var devices *deviceTLS

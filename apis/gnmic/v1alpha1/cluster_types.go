@@ -27,6 +27,10 @@ const (
 	// kubelet may not have written a newly added file yet. Targets of those profiles are not pushed meanwhile,
 	// since gNMIc crashes applying a subscription to a target whose TLS file does not exist.
 	ClusterConditionTargetTLSReady = "TargetTLSReady"
+	// ClusterConditionCredentialsWithheld is True (reason PlaintextAPI) while the collectors' REST API is plain
+	// HTTP (no spec.api.tls) and some TargetProfile names credentials: plans are pushed without them, since
+	// anything on the pod network could read them. Absent otherwise.
+	ClusterConditionCredentialsWithheld = "CredentialsWithheld"
 
 	ReasonClusterReady          = "ClusterReady"
 	ReasonFeaturesSupported     = "FeaturesSupported"
@@ -41,6 +45,7 @@ const (
 	ReasonCertificatesFailed    = "CertificatesFailed"
 	ReasonTargetTLSInPlace      = "TargetTLSInPlace"
 	ReasonTargetTLSHeldBack     = "TargetTLSHeldBack"
+	ReasonPlaintextAPI          = "PlaintextAPI"
 	// ReasonCertificatePending: a cert-manager Certificate's Secret is not written (or not for the requested
 	// names) yet; the operator deploys and pushes nothing until it is.
 	ReasonCertificatePending = "CertificatePending"

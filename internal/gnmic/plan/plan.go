@@ -56,6 +56,9 @@ type Snapshot struct {
 	Profiles map[ktypes.NamespacedName]*gnmicv1alpha1.TargetProfile
 	// Credentials holds the data of each credentials Secret by namespace/name.
 	Credentials map[ktypes.NamespacedName]map[string][]byte
+	// CredentialsWithheld names the TargetProfiles whose credentials were left out of Credentials because the
+	// collectors' API is plain HTTP.
+	CredentialsWithheld []string
 	// CollectorImage is the Cluster's collector image; its tag tells the collector version, and with it the
 	// features the collectors decode.
 	CollectorImage string
