@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gnmicv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
@@ -56,6 +57,17 @@ func expectRefused(g Gomega, err error, fieldPath, secret string) {
 	g.ExpectWithOffset(1, err.Error()).To(ContainSubstring("may not get secrets " + secret))
 }
 
+// updateAs reads obj as c, mutates it and updates it, again while the controllers' writes make it conflict.
+func updateAs(ctx context.Context, c client.Client, obj client.Object, mutate func()) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		mutate()
+		return c.Update(ctx, obj)
+	})
+}
+
 func tokenSource(ns, name, url, secret string) *gnmicv1alpha1.TargetSource {
 	return &gnmicv1alpha1.TargetSource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: gnmicv1alpha1.TargetSourceSpec{Source: gnmicv1alpha1.InventorySource{Type: "HTTP", HTTP: &gnmicv1alpha1.HTTPSource{
@@ -91,9 +103,7 @@ func TestGNMIcObjectsMayNameOnlySecretsTheRequesterMayRead(t *testing.T) {
 	// Update is checked like create: an administrator's harmless source repointed at the Secret.
 	plain := staticSource(ns, "plain", dev("r1", "10.0.0.1:57400"))
 	g.Expect(env.Client.Create(ctx, plain)).To(Succeed())
-	g.Expect(mallory.Get(ctx, client.ObjectKeyFromObject(plain), plain)).To(Succeed())
-	plain.Spec.Target.Profile = "routers"
-	expectRefused(g, mallory.Update(ctx, plain), "spec.target.profile", secret)
+	expectRefused(g, updateAs(ctx, mallory, plain, func() { plain.Spec.Target.Profile = "routers" }), "spec.target.profile", secret)
 
 	// TargetProfile: the credentials go to every Target using it.
 	own := &gnmicv1alpha1.TargetProfile{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine"},
@@ -107,11 +117,9 @@ func TestGNMIcObjectsMayNameOnlySecretsTheRequesterMayRead(t *testing.T) {
 	expectRefused(g, mallory.Create(ctx, target(ns, "exfil", "mallory.example.com:57400", "routers")), "spec.profile", secret)
 	router := target(ns, "core1", "10.0.0.1:57400", "routers")
 	g.Expect(env.Client.Create(ctx, router)).To(Succeed())
-	g.Expect(mallory.Get(ctx, client.ObjectKeyFromObject(router), router)).To(Succeed())
-	router.Labels = map[string]string{"site": "a"}
-	g.Expect(mallory.Update(ctx, router)).To(Succeed(), "a change that moves no credentials is not checked")
-	router.Spec.Address = "mallory.example.com:57400"
-	expectRefused(g, mallory.Update(ctx, router), "spec.profile", secret)
+	g.Expect(updateAs(ctx, mallory, router, func() { router.Labels = map[string]string{"site": "a"} })).
+		To(Succeed(), "a change that moves no credentials is not checked")
+	expectRefused(g, updateAs(ctx, mallory, router, func() { router.Spec.Address = "mallory.example.com:57400" }), "spec.profile", secret)
 
 	// Cluster: env secretKeyRef mounts the Secret into collector pods.
 	cl := &gnmicv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c"}, Spec: gnmicv1alpha1.ClusterSpec{
