@@ -130,6 +130,12 @@ type GRPCTunnel struct {
 	// CA; issuerRef: from cert-manager), given to gNMIc's tunnel-server.tls.
 	// +optional
 	TLS *ClusterTLS `json:"tls,omitempty"`
+	// ClientCARef names a key (ca.crt when unset) of a Secret in the Cluster's namespace holding the PEM CA that
+	// signs the devices' client certificates. The tunnel server then requires and verifies one (gNMIc's
+	// tunnel-server.tls client-auth require-verify), so only devices holding a certificate of that CA can
+	// register. Needs tls. The collectors read it at start: roll them after changing it.
+	// +optional
+	ClientCARef *KeyReference `json:"clientCARef,omitempty"`
 	// Service exposing the tunnel server; type defaults to ClusterIP (set LoadBalancer to publish the tunnel to
 	// devices outside the cluster).
 	// +optional

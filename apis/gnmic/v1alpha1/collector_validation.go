@@ -42,6 +42,13 @@ func ValidateCluster(c *Cluster) field.ErrorList {
 			errs = append(errs, field.Invalid(spec.Child("grpcTunnel", "port"), t.Port, "must differ from restPort and gnmiPort"))
 		}
 		errs = append(errs, validateClusterTLS(spec.Child("grpcTunnel", "tls"), t.TLS)...)
+		if t.ClientCARef != nil && t.TLS == nil {
+			errs = append(errs, field.Required(spec.Child("grpcTunnel", "tls"),
+				"clientCARef verifies devices' client certificates, which needs the tunnel served over TLS"))
+		}
+		if r := t.ClientCARef; r != nil {
+			errs = append(errs, validName(spec.Child("grpcTunnel", "clientCARef", "name"), r.Name, false)...)
+		}
 	}
 	if d := c.Spec.TargetDistribution; d != nil && d.PodCapacity != nil && *d.PodCapacity < 1 {
 		errs = append(errs, field.Invalid(spec.Child("targetDistribution", "podCapacity"), *d.PodCapacity, "must be at least 1"))

@@ -192,6 +192,15 @@ func TestValidateInputProcessorTunnelPolicy(t *testing.T) {
 	expectErrors(t, ValidateTunnelTargetPolicy(&TunnelTargetPolicy{Spec: TunnelTargetPolicySpec{Match: &TunnelTargetMatch{ID: "^leaf"}, Profile: "Bad Profile"}}), "spec.profile")
 }
 
+func TestValidateClusterTunnelClientCA(t *testing.T) {
+	cluster := func(tls *ClusterTLS, ref *KeyReference) *Cluster {
+		return &Cluster{Spec: ClusterSpec{Image: "gnmic", GRPCTunnel: &GRPCTunnel{Port: 57401, TLS: tls, ClientCARef: ref}}}
+	}
+	expectErrors(t, ValidateCluster(cluster(&ClusterTLS{}, &KeyReference{Name: "device-ca"})))
+	expectErrors(t, ValidateCluster(cluster(nil, &KeyReference{Name: "device-ca"})), "spec.grpcTunnel.tls", "clientCARef")
+	expectErrors(t, ValidateCluster(cluster(&ClusterTLS{}, &KeyReference{Name: "Bad Name"})), "spec.grpcTunnel.clientCARef.name")
+}
+
 // A tunnel server builds a target, with the profile's credentials, for every peer whose ID a policy matches: a
 // policy that matches every ID admits any peer that registers.
 func TestValidateTunnelTargetPolicyAdmitsOnlyKnownDevices(t *testing.T) {

@@ -186,10 +186,13 @@ func targetProfileUses(p *gnmicv1alpha1.TargetProfile) []requester.Use {
 	return uses
 }
 
-// clusterUses are the Secrets and ConfigMaps a Cluster's env mounts into the collector pods, which the
-// collectors' configuration can then send anywhere.
+// clusterUses are the Secrets and ConfigMaps a Cluster mounts into the collector pods (env, which the collectors'
+// configuration can then send anywhere; the tunnel's client CA).
 func clusterUses(c *gnmicv1alpha1.Cluster) []requester.Use {
 	var uses []requester.Use
+	if t := c.Spec.GRPCTunnel; t != nil && t.ClientCARef != nil {
+		uses = append(uses, requester.SecretGet(field.NewPath("spec", "grpcTunnel", "clientCARef", "name"), c.Namespace, t.ClientCARef.Name))
+	}
 	for i, e := range c.Spec.Env {
 		if e.ValueFrom == nil {
 			continue

@@ -70,12 +70,15 @@ func TestTrustUses(t *testing.T) {
 		}, []string{"get secrets a/pw at spec.credentialsRef.name", "get secrets a/cert at spec.tls.clientCertRef.name",
 			"get configmaps a/ca at spec.tls.caBundle.configMapRef.name"}},
 		"cluster env": {func() ([]requester.Use, error) {
-			return clusterUses(&gnmicv1alpha1.Cluster{ObjectMeta: meta, Spec: gnmicv1alpha1.ClusterSpec{Env: []corev1.EnvVar{
-				{Name: "PLAIN", Value: "x"},
-				{Name: "PW", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}, Key: "k"}}},
-				{Name: "CFG", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "c"}, Key: "k"}}},
-			}}}), nil
-		}, []string{"get secrets a/s at spec.env[1].valueFrom.secretKeyRef.name", "get configmaps a/c at spec.env[2].valueFrom.configMapKeyRef.name"}},
+			return clusterUses(&gnmicv1alpha1.Cluster{ObjectMeta: meta, Spec: gnmicv1alpha1.ClusterSpec{
+				GRPCTunnel: &gnmicv1alpha1.GRPCTunnel{Port: 1, TLS: &gnmicv1alpha1.ClusterTLS{}, ClientCARef: &gnmicv1alpha1.KeyReference{Name: "dev-ca"}},
+				Env: []corev1.EnvVar{
+					{Name: "PLAIN", Value: "x"},
+					{Name: "PW", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}, Key: "k"}}},
+					{Name: "CFG", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "c"}, Key: "k"}}},
+				}}}), nil
+		}, []string{"get secrets a/dev-ca at spec.grpcTunnel.clientCARef.name",
+			"get secrets a/s at spec.env[1].valueFrom.secretKeyRef.name", "get configmaps a/c at spec.env[2].valueFrom.configMapKeyRef.name"}},
 		"new target with a credentialed profile": {func() ([]requester.Use, error) {
 			return trust.targetUses(ctx, nil, &gnmicv1alpha1.Target{ObjectMeta: meta, Spec: gnmicv1alpha1.TargetSpec{Address: "evil:1", Profile: "creds"}})
 		}, []string{"get secrets a/device-pw at spec.profile"}},
