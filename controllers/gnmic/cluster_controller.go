@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,6 +54,9 @@ type ClusterReconciler struct {
 	Monitor    *collector.Monitor
 	// ClusterDomain is the cluster's DNS domain (default cluster.local).
 	ClusterDomain string
+	// OperatorNamespace is the operator's own namespace: the collectors' REST API admits only the operator's pods
+	// there (NetworkPolicy gnmic-<cluster>-api); empty admits them in any namespace.
+	OperatorNamespace string
 	// CertificateWait is how long a cert-manager Certificate may stay unissued before CertificatesReady says
 	// CertificateTimedOut (DefaultCertificateWait when zero).
 	CertificateWait time.Duration
@@ -103,6 +107,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	r.setCredentialsCondition(c, snap.CredentialsWithheld)
 	tls, wait, pushErr := r.certificates(ctx, c)
 	var settle time.Duration
 	var devices *deviceTLS
@@ -456,6 +461,7 @@ func (r *ClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manag
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ConfigMap{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&gnmicv1alpha1.GnmicPipeline{}, handler.Funcs{
 			CreateFunc: func(_ context.Context, e event.TypedCreateEvent[client.Object], q workqueueT) {
 				q.Add(pipelineCluster(e.Object))

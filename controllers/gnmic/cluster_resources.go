@@ -29,7 +29,22 @@ const (
 	labelCluster        = "operator.gnmic.dev/cluster"
 	labelPromOutput     = "operator.gnmic.dev/prometheus-output"
 	annotationConfigSum = "operator.gnmic.dev/config-sha256"
+	// tunnelClientCAMountPath holds ca.crt, the CA of the devices' tunnel client certificates (clientCARef).
+	tunnelClientCAMountPath = "/etc/gnmic/tunnel-client-ca"
 )
+
+// withTunnelClientCA mounts the key spec.grpcTunnel.clientCARef names as ca.crt at tunnelClientCAMountPath.
+func withTunnelClientCA(tpl *corev1.PodTemplateSpec, c *gnmicv1alpha1.Cluster) {
+	t := c.Spec.GRPCTunnel
+	if t == nil || t.ClientCARef == nil || tunnelLeaf.spec(c) == nil {
+		return
+	}
+	tpl.Spec.Volumes = append(tpl.Spec.Volumes, corev1.Volume{Name: "tunnel-client-ca", VolumeSource: corev1.VolumeSource{
+		Secret: &corev1.SecretVolumeSource{SecretName: t.ClientCARef.Name,
+			Items: []corev1.KeyToPath{{Key: t.ClientCARef.BundleKey(), Path: "ca.crt"}}}}})
+	ctr := &tpl.Spec.Containers[0]
+	ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: "tunnel-client-ca", MountPath: tunnelClientCAMountPath, ReadOnly: true})
+}
 
 // clusterResourceName is the StatefulSet and headless Service name of a Cluster.
 func clusterResourceName(c *gnmicv1alpha1.Cluster) string { return "gnmic-" + c.Name }
@@ -87,11 +102,17 @@ func baseConfig(c *gnmicv1alpha1.Cluster) (string, error) {
 	if t := c.Spec.GRPCTunnel; t != nil {
 		tunnel := map[string]any{"address": fmt.Sprintf(":%d", t.Port)}
 		if tunnelLeaf.spec(c) != nil {
-			// gNMIc's tunnel-server.tls keys; no ca-file, so devices need no client certificate to dial in.
-			tunnel["tls"] = map[string]any{
+			// gNMIc's tunnel-server.tls keys. Without clientCARef no ca-file, so devices need no client
+			// certificate to dial in; with it only devices holding a certificate of that CA can register.
+			tls := map[string]any{
 				"cert-file": tunnelLeaf.file(corev1.TLSCertKey),
 				"key-file":  tunnelLeaf.file(corev1.TLSPrivateKeyKey),
 			}
+			if t.ClientCARef != nil {
+				tls["ca-file"] = tunnelClientCAMountPath + "/ca.crt"
+				tls["client-auth"] = "require-verify"
+			}
+			tunnel["tls"] = tls
 		}
 		cfg["tunnel-server"] = tunnel
 	}
@@ -136,12 +157,18 @@ func (r *ClusterReconciler) ensureResources(ctx context.Context, c *gnmicv1alpha
 	if t := c.Spec.GRPCTunnel; t != nil {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: name + "-tunnel"}}
 		if err := r.createOrUpdate(ctx, c, svc, func() {
-			applyTemplate(svc, t.Service, corev1.ServiceTypeLoadBalancer, lbls)
+			// ClusterIP unless the Cluster opts in: a LoadBalancer publishes the tunnel, and every
+			// device that can reach it may try to register.
+			applyTemplate(svc, t.Service, corev1.ServiceTypeClusterIP, lbls)
 			svc.Spec.Selector = lbls
 			svc.Spec.Ports = []corev1.ServicePort{{Name: "tunnel", Port: t.Port, TargetPort: intstr.FromInt32(t.Port)}}
 		}); err != nil {
 			return nil, err
 		}
+	}
+
+	if err := r.ensureAPINetworkPolicy(ctx, c, lbls); err != nil {
+		return nil, err
 	}
 
 	if err := r.ensurePrometheusServices(ctx, c, p, lbls); err != nil {
@@ -158,6 +185,7 @@ func (r *ClusterReconciler) ensureResources(ctx context.Context, c *gnmicv1alpha
 		sts.Spec.Template = podTemplate(c, lbls, hex.EncodeToString(sum[:]), r.PlatformAssignsUID)
 		withCertificates(&sts.Spec.Template, tls)
 		withTargetTLS(&sts.Spec.Template, c)
+		withTunnelClientCA(&sts.Spec.Template, c)
 	}); err != nil {
 		return nil, err
 	}

@@ -26,9 +26,8 @@ func TestClusterPushesChangedCredentials(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	servers := collectors(t, 2)
 	names := fleet(g, ns, 6)
-	g.Expect(env.Client.Create(ctx, cluster(g, ns, "creds", 2, servers))).To(Succeed())
+	servers := secureCluster(t, g, ns, "creds", 2)
 	g.Expect(env.Client.Create(ctx, pipelineFor(ns, "p", "creds"))).To(Succeed())
 	g.Eventually(func(g Gomega) { expectServersHoldPlacement(g, ns, "creds", servers, names) }).Should(Succeed())
 
@@ -147,9 +146,8 @@ func TestClusterCredentialsChangeReachesOnlyAffectedPods(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	servers := collectors(t, 2)
 	names := fleet(g, ns, 1)
-	g.Expect(env.Client.Create(ctx, cluster(g, ns, "one", 2, servers))).To(Succeed())
+	servers := secureCluster(t, g, ns, "one", 2)
 	g.Expect(env.Client.Create(ctx, pipelineFor(ns, "p", "one"))).To(Succeed())
 	g.Eventually(func(g Gomega) { expectServersHoldPlacement(g, ns, "one", servers, names) }).Should(Succeed())
 	holder, idle := servers[0], servers[1]

@@ -78,6 +78,11 @@ func (r *ClusterReconciler) snapshot(ctx context.Context, c *gnmicv1alpha1.Clust
 		p := &profiles[i]
 		s.Profiles[client.ObjectKeyFromObject(p)] = p
 		if ref := p.Spec.CredentialsRef; ref != nil {
+			if !apiTLSEnabled(c) {
+				// Plain HTTP to the collectors: the credentials would cross the pod network in clear.
+				s.CredentialsWithheld = append(s.CredentialsWithheld, p.Name)
+				continue
+			}
 			key := ktypes.NamespacedName{Namespace: p.Namespace, Name: ref.Name}
 			if _, done := s.Credentials[key]; done {
 				continue

@@ -2,6 +2,7 @@ package gnmic
 
 import (
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -42,6 +43,24 @@ func (r *ClusterReconciler) setCapacityCondition(c *gnmicv1alpha1.Cluster, place
 		if !meta.IsStatusConditionTrue(c.Status.Conditions, cond.Type) {
 			r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, cond.Reason, "Place", cond.Message)
 		}
+	}
+	meta.SetStatusCondition(&c.Status.Conditions, cond)
+}
+
+// setCredentialsCondition reports, while it holds, that credentials are not pushed because the collectors' API is
+// plain HTTP; a Warning event when it starts.
+func (r *ClusterReconciler) setCredentialsCondition(c *gnmicv1alpha1.Cluster, withheld []string) {
+	if len(withheld) == 0 {
+		meta.RemoveStatusCondition(&c.Status.Conditions, gnmicv1alpha1.ClusterConditionCredentialsWithheld)
+		return
+	}
+	cond := metav1.Condition{Type: gnmicv1alpha1.ClusterConditionCredentialsWithheld, Status: metav1.ConditionTrue,
+		Reason: gnmicv1alpha1.ReasonPlaintextAPI, ObservedGeneration: c.Generation,
+		Message: fmt.Sprintf("the collectors' API is plain HTTP, so the credentials of TargetProfiles %s are not sent "+
+			"(anything on the pod network could read them); set spec.api.tls: {} (the operator issues the certificates)",
+			strings.Join(withheld, ", "))}
+	if !meta.IsStatusConditionTrue(c.Status.Conditions, cond.Type) {
+		r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, cond.Reason, "Push", cond.Message)
 	}
 	meta.SetStatusCondition(&c.Status.Conditions, cond)
 }

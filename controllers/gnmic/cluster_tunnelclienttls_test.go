@@ -47,6 +47,11 @@ func TestClusterTunnelAndClientTLS(t *testing.T) {
 	}).Should(Succeed())
 	g.Expect(srv[0].Unused()).To(BeEmpty())
 
+	// The tunnel is not published outside the cluster unless the Cluster asks (service.type LoadBalancer).
+	tunnelSvc := &corev1.Service{}
+	g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gnmic-tun-tunnel"}, tunnelSvc)).To(Succeed())
+	g.Expect(tunnelSvc.Spec.Type).To(Equal(corev1.ServiceTypeClusterIP))
+
 	ca, _ := secretPair(g, ns, "gnmic-tun-api-ca")
 	tunnel, s := secretPair(g, ns, "gnmic-tun-tunnel-tls")
 	g.Expect(s.Type).To(Equal(corev1.SecretTypeTLS))
@@ -95,4 +100,39 @@ func TestClusterTunnelAndClientTLS(t *testing.T) {
 		g.Expect(sts.Spec.Template.Annotations).To(HaveKeyWithValue("operator.gnmic.dev/client-cert", certs.Fingerprint(issued.CertPEM)))
 		g.Expect(certificatesCondition(g, ns, "tun").Message).To(ContainSubstring("client certificate from cert-manager (Issuer ca-issuer)"))
 	}).Should(Succeed())
+}
+
+// With spec.grpcTunnel.clientCARef the tunnel server requires and verifies a device client certificate of that CA
+// (gNMIc tunnel-server.tls client-auth require-verify): a peer without one cannot register and receive a target
+// built from the profile. The CA key is mounted as ca.crt.
+func TestClusterTunnelRequiresDeviceClientCertificates(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "device-ca"},
+		StringData: map[string]string{"bundle.pem": "-----BEGIN CERTIFICATE-----\n"}})).To(Succeed())
+	c := cluster(g, ns, "tunca", 1, collectors(t, 1))
+	c.Spec.Image = "ghcr.io/openconfig/gnmic:0.47.0"
+	c.Spec.GRPCTunnel = &gnmicv1alpha1.GRPCTunnel{Port: 57401, TLS: &gnmicv1alpha1.ClusterTLS{},
+		ClientCARef: &gnmicv1alpha1.KeyReference{Name: "device-ca", Key: "bundle.pem"}}
+	g.Expect(env.Client.Create(ctx, c)).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		cm := &corev1.ConfigMap{}
+		g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gnmic-tunca-config"}, cm)).To(Succeed())
+		g.Expect(cm.Data["config.yaml"]).To(And(ContainSubstring("ca-file: /etc/gnmic/tunnel-client-ca/ca.crt"),
+			ContainSubstring("client-auth: require-verify")))
+		sts := &appsv1.StatefulSet{}
+		g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gnmic-tunca"}, sts)).To(Succeed())
+		g.Expect(sts.Spec.Template.Spec.Volumes).To(ContainElement(And(HaveField("Secret.SecretName", "device-ca"),
+			HaveField("Secret.Items", ConsistOf(corev1.KeyToPath{Key: "bundle.pem", Path: "ca.crt"})))))
+		g.Expect(sts.Spec.Template.Spec.Containers[0].VolumeMounts).To(ContainElement(HaveField("MountPath", "/etc/gnmic/tunnel-client-ca")))
+	}).Should(Succeed())
+
+	// Without TLS there is no client certificate to verify: refused, naming the field.
+	bad := &gnmicv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "plain-tunnel"}, Spec: gnmicv1alpha1.ClusterSpec{
+		Image:      "ghcr.io/openconfig/gnmic:0.47.0",
+		GRPCTunnel: &gnmicv1alpha1.GRPCTunnel{Port: 57401, ClientCARef: &gnmicv1alpha1.KeyReference{Name: "device-ca"}}}}
+	err := env.Client.Create(ctx, bad)
+	g.Expect(err).To(MatchError(ContainSubstring("spec.grpcTunnel.tls")))
 }

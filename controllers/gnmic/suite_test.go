@@ -1,6 +1,7 @@
 package gnmic_test
 
 import (
+	"net/netip"
 	"os"
 	"testing"
 	"time"
@@ -45,6 +46,9 @@ func TestMain(m *testing.M) {
 			// Long enough for a test to see CertificatePending, short enough to see the deadline pass.
 			o.GNMIcCertificateWait = certificateWait
 			o.GNMIcTargetTLSPropagation = targetTLSPropagation
+			// The inventories of these tests are httptest servers on 127.0.0.1; every other loopback address
+			// (127.0.0.2 …) stays blocked, which the SSRF test relies on.
+			o.SSRFAllowForTesting = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
 		},
 		// cert-manager's Certificate, Issuer and ClusterIssuer, generated from its Go types by `make envtest`.
 		ExtraCRDPaths: []string{testenv.CertManagerCRDDir()},

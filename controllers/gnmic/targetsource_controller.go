@@ -19,6 +19,7 @@ import (
 	gnmicv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/gnmic/targetsource"
 	"github.com/quartet-dev/quartet-operator/internal/kube"
+	"github.com/quartet-dev/quartet-operator/internal/netguard"
 )
 
 // TargetSourceControllerName is the controller name, unique across groups.
@@ -37,6 +38,8 @@ type TargetSourceReconciler struct {
 	Writer   *TargetWriter
 	Recorder recorder.EventRecorder
 	Mapper   *targetsource.Mapper
+	// Guard is the SSRF guard every inventory fetch dials through; nil blocks every special-purpose range.
+	Guard *netguard.Guard
 	// WriteQPS is the rate limit of the client the Target writes go through; it sizes the write budget of a run
 	// (0: client-go's default).
 	WriteQPS float64

@@ -3,7 +3,6 @@ package gnmic
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +11,7 @@ import (
 
 	gnmicv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/gnmic/targetsource"
+	"github.com/quartet-dev/quartet-operator/internal/netguard"
 )
 
 // stallError is a failure that retrying cannot fix until the spec or a referenced object changes.
@@ -202,9 +202,15 @@ func (r *TargetSourceReconciler) fetchHTTP(ctx context.Context, namespace string
 	if err != nil {
 		return fetched{}, stall(gnmicv1alpha1.ReasonInvalidSpec, "tls: %v", err)
 	}
-	transport := &http.Transport{TLSClientConfig: tlsCfg, Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true}
-	defer transport.CloseIdleConnections()
-	res, err := targetsource.FetchHTTP(ctx, &http.Client{Transport: transport}, req)
+	guard := r.Guard
+	if guard == nil {
+		guard = netguard.New()
+	}
+	// Every connection, redirect and next page goes through the SSRF guard; no proxy, so the dial check sees the
+	// inventory's own address. The run's context bounds the whole fetch.
+	httpClient := guard.Client(0, tlsCfg)
+	defer httpClient.CloseIdleConnections()
+	res, err := targetsource.FetchHTTP(ctx, httpClient, req)
 	if err != nil {
 		return fetched{}, err
 	}

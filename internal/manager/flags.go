@@ -101,8 +101,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Admit a discovery whose spec.targetNamespace is another namespace only when a SubjectAccessReview says the "+
 			"requester may create the discovered kind there (on by default; =false admits any target namespace).")
 	fs.BoolVar(&o.EnforceSecretUseAuthz, "enforce-secret-use-authz", o.EnforceSecretUseAuthz,
-		"Admit an ExternalAttributeSync that names a Secret only when a SubjectAccessReview says the requester may get "+
-			"that Secret (on by default; =false skips the check).")
+		"Admit an ExternalAttributeSync, or a gnmic TargetSource, TargetProfile, Target or Cluster, that names a Secret "+
+			"(or ConfigMap, or a profile whose credentials it would send) only when a SubjectAccessReview says the "+
+			"requester may get it (on by default; =false skips the check).")
 	fs.BoolVar(&o.EscalationGuard, "escalation-guard", o.EscalationGuard,
 		"When running as a ServiceAccount, install the escalation guard (a ValidatingAdmissionPolicy the operator may "+
 			"create but never change) and wait until it is enforced before starting; =false only where an administrator "+

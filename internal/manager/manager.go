@@ -105,8 +105,9 @@ type Options struct {
 	// EnforceCrossNamespaceDiscoveryAuthz makes discovery admission check, with a SubjectAccessReview, that the
 	// requester may create the discovered kind in spec.targetNamespace.
 	EnforceCrossNamespaceDiscoveryAuthz bool
-	// EnforceSecretUseAuthz makes admission of a fleet CR that names a Secret check, with a SubjectAccessReview,
-	// that the requester may get that Secret.
+	// EnforceSecretUseAuthz makes admission of a fleet or gnmic CR that names a Secret (or ConfigMap) check, with a
+	// SubjectAccessReview, that the requester may get it; for gnmic also Targets and TargetSources that send a
+	// profile's credentials to an address.
 	EnforceSecretUseAuthz bool
 	// PlatformNamespaces, when set, are the only namespaces where gitops Platforms are deployed.
 	PlatformNamespaces []string
@@ -346,7 +347,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		GPUResourceName:    o.GPUResourceName,
 		GNMIc: operator.GNMIcSettings{PollInterval: o.GNMIcPollInterval, ReconnectBackoff: o.GNMIcReconnectBackoff,
 			ClusterDomain: o.GNMIcClusterDomain, CertificateWait: o.GNMIcCertificateWait,
-			TargetTLSPropagation: o.GNMIcTargetTLSPropagation},
+			TargetTLSPropagation: o.GNMIcTargetTLSPropagation, EnforceSecretUseAuthz: o.EnforceSecretUseAuthz,
+			OperatorNamespace: podNamespace(o.LeaderElectionNamespace)},
 		Canary: operator.CanarySettings{PrometheusURL: o.PrometheusURL, FailsafeTimeout: o.PrometheusFailsafeTimeout,
 			AnalysisInterval: o.CanaryAnalysisInterval},
 		Fleet: operator.FleetSettings{

@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/discovery"
@@ -56,8 +57,10 @@ func gnmicControllers() []Controller {
 					Writer:    writer,
 					Recorder:  mgr.GetEventRecorder(gnmiccontrollers.TargetSourceControllerName),
 					Mapper:    mapper,
-					WriteQPS:  float64(mgr.GetConfig().QPS),
-					Clock:     d.Clock,
+					// Inventories are external sources like fleet's: one guard, one --external-source-allow-cidrs.
+					Guard:    d.Fleet.guard(),
+					WriteQPS: float64(mgr.GetConfig().QPS),
+					Clock:    d.Clock,
 				}
 				if err := r.SetupWithManager(ctx, mgr, d.options(gnmiccontrollers.TargetSourceControllerName)); err != nil {
 					return err
@@ -89,6 +92,7 @@ func gnmicControllers() []Controller {
 					Monitor: &collector.Monitor{Client: collectors, PollInterval: d.GNMIc.PollInterval,
 						BackoffMin: d.GNMIc.ReconnectBackoff},
 					ClusterDomain:        d.GNMIc.ClusterDomain,
+					OperatorNamespace:    d.GNMIc.OperatorNamespace,
 					CertificateWait:      d.GNMIc.CertificateWait,
 					TargetTLSPropagation: d.GNMIc.TargetTLSPropagation,
 					PlatformAssignsUID:   collector.PlatformAssignsUID(groups),
@@ -129,6 +133,24 @@ type GNMIcSettings struct {
 	CertificateWait time.Duration
 	// TargetTLSPropagation is how long newly added device TLS files are held back; zero means 2 minutes.
 	TargetTLSPropagation time.Duration
+	// OperatorNamespace is the operator's own namespace, the only one whose operator pods may reach the
+	// collectors' REST API; empty admits operator pods in any namespace.
+	OperatorNamespace string
+	// EnforceSecretUseAuthz is --enforce-secret-use-authz: gnmic objects that name Secrets or ConfigMaps, or send
+	// a profile's credentials to an address, are admitted only for requesters who may read them.
+	EnforceSecretUseAuthz bool
+}
+
+// gnmicTrusts holds one requester check per manager, so its own user name is asked once.
+var gnmicTrusts sync.Map
+
+// gnmicTrust is the requester check the gnmic webhooks share (--enforce-secret-use-authz).
+func gnmicTrust(mgr ctrl.Manager, d Dependencies) *gnmicwebhooks.Trust {
+	if t, ok := gnmicTrusts.Load(mgr); ok {
+		return t.(*gnmicwebhooks.Trust)
+	}
+	t, _ := gnmicTrusts.LoadOrStore(mgr, gnmicwebhooks.NewTrust(mgr, d.GNMIc.EnforceSecretUseAuthz))
+	return t.(*gnmicwebhooks.Trust)
 }
 
 // apiGroups asks discovery, once at start, which API groups the cluster serves.
@@ -151,10 +173,18 @@ func apiGroups(mgr ctrl.Manager) ([]string, error) {
 // gnmicWebhooks are the admission webhooks of the operator.gnmic.dev group.
 func gnmicWebhooks() []Webhook {
 	return []Webhook{
-		{Kind: "gnmic/Target", Setup: gnmicwebhooks.SetupTargetWebhook},
-		{Kind: "gnmic/TargetProfile", Setup: gnmicwebhooks.SetupTargetProfileWebhook},
-		{Kind: "gnmic/TargetSource", Setup: gnmicwebhooks.SetupTargetSourceWebhook},
-		{Kind: "gnmic/Cluster", Setup: gnmicwebhooks.SetupClusterWebhook},
+		{Kind: "gnmic/Target", SetupWithDeps: func(mgr ctrl.Manager, d Dependencies) error {
+			return gnmicwebhooks.SetupTargetWebhook(mgr, gnmicTrust(mgr, d))
+		}},
+		{Kind: "gnmic/TargetProfile", SetupWithDeps: func(mgr ctrl.Manager, d Dependencies) error {
+			return gnmicwebhooks.SetupTargetProfileWebhook(mgr, gnmicTrust(mgr, d))
+		}},
+		{Kind: "gnmic/TargetSource", SetupWithDeps: func(mgr ctrl.Manager, d Dependencies) error {
+			return gnmicwebhooks.SetupTargetSourceWebhook(mgr, gnmicTrust(mgr, d), d.Fleet.guard())
+		}},
+		{Kind: "gnmic/Cluster", SetupWithDeps: func(mgr ctrl.Manager, d Dependencies) error {
+			return gnmicwebhooks.SetupClusterWebhook(mgr, gnmicTrust(mgr, d))
+		}},
 		{Kind: "gnmic/GnmicPipeline", Setup: gnmicwebhooks.SetupPipelineWebhook},
 		{Kind: "gnmic/Subscription", Setup: gnmicwebhooks.SetupSubscriptionWebhook},
 		{Kind: "gnmic/Output", Setup: gnmicwebhooks.SetupOutputWebhook},

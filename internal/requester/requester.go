@@ -34,6 +34,12 @@ func SecretGet(path *field.Path, ns, name string) Use {
 	return Use{Field: path, Verb: "get", Resource: "secrets", Namespace: ns, Name: name}
 }
 
+// ConfigMapGet is the use of a field that names ConfigMap ns/name: the operator will read it on the requester's
+// behalf (its data can end up in objects or requests the requester sees).
+func ConfigMapGet(path *field.Path, ns, name string) Use {
+	return Use{Field: path, Verb: "get", Resource: "configmaps", Namespace: ns, Name: name}
+}
+
 // Checker asks the API server. A nil *Checker allows everything: callers that switch the checks off pass nil.
 type Checker struct {
 	// Reviews creates SubjectAccessReviews (the manager's client; the operator holds create on them).

@@ -62,6 +62,13 @@ type gnmicWithCertificate struct {
 // with args until the test ends.
 func startWithCertificate(t *testing.T, c *v1.Cluster, mountPath, name string, args ...string) *gnmicWithCertificate {
 	t.Helper()
+	return startWithFiles(t, c, mountPath, name, nil, args...)
+}
+
+// startWithFiles is startWithCertificate with more mounted directories: files maps a pod path (a directory the
+// base configuration names) to the files written there (name → content) before gNMIc starts.
+func startWithFiles(t *testing.T, c *v1.Cluster, mountPath, name string, files map[string]map[string][]byte, args ...string) *gnmicWithCertificate {
+	t.Helper()
 	g := NewWithT(t)
 	bin := gnmicBinary(t)
 	base, err := gnmiccontrollers.BaseConfig(c)
@@ -69,6 +76,14 @@ func startWithCertificate(t *testing.T, c *v1.Cluster, mountPath, name string, a
 	g.Expect(base).To(ContainSubstring(mountPath + "/tls.crt"))
 	dir := t.TempDir()
 	base = strings.ReplaceAll(base, mountPath, dir)
+	for podPath, content := range files {
+		g.Expect(base).To(ContainSubstring(podPath))
+		local := t.TempDir()
+		base = strings.ReplaceAll(base, podPath, local)
+		for file, data := range content {
+			g.Expect(os.WriteFile(filepath.Join(local, file), data, 0o600)).To(Succeed())
+		}
+	}
 	now := time.Now()
 	ca, err := certs.NewCA(c.Namespace+"/"+c.Name+" collectors", now)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -27,6 +27,10 @@ const (
 	// kubelet may not have written a newly added file yet. Targets of those profiles are not pushed meanwhile,
 	// since gNMIc crashes applying a subscription to a target whose TLS file does not exist.
 	ClusterConditionTargetTLSReady = "TargetTLSReady"
+	// ClusterConditionCredentialsWithheld is True (reason PlaintextAPI) while the collectors' REST API is plain
+	// HTTP (no spec.api.tls) and some TargetProfile names credentials: plans are pushed without them, since
+	// anything on the pod network could read them. Absent otherwise.
+	ClusterConditionCredentialsWithheld = "CredentialsWithheld"
 
 	ReasonClusterReady          = "ClusterReady"
 	ReasonFeaturesSupported     = "FeaturesSupported"
@@ -41,6 +45,7 @@ const (
 	ReasonCertificatesFailed    = "CertificatesFailed"
 	ReasonTargetTLSInPlace      = "TargetTLSInPlace"
 	ReasonTargetTLSHeldBack     = "TargetTLSHeldBack"
+	ReasonPlaintextAPI          = "PlaintextAPI"
 	// ReasonCertificatePending: a cert-manager Certificate's Secret is not written (or not for the requested
 	// names) yet; the operator deploys and pushes nothing until it is.
 	ReasonCertificatePending = "CertificatePending"
@@ -125,7 +130,14 @@ type GRPCTunnel struct {
 	// CA; issuerRef: from cert-manager), given to gNMIc's tunnel-server.tls.
 	// +optional
 	TLS *ClusterTLS `json:"tls,omitempty"`
-	// Service exposing the tunnel server; type defaults to LoadBalancer.
+	// ClientCARef names a key (ca.crt when unset) of a Secret in the Cluster's namespace holding the PEM CA that
+	// signs the devices' client certificates. The tunnel server then requires and verifies one (gNMIc's
+	// tunnel-server.tls client-auth require-verify), so only devices holding a certificate of that CA can
+	// register. Needs tls. The collectors read it at start: roll them after changing it.
+	// +optional
+	ClientCARef *KeyReference `json:"clientCARef,omitempty"`
+	// Service exposing the tunnel server; type defaults to ClusterIP (set LoadBalancer to publish the tunnel to
+	// devices outside the cluster).
 	// +optional
 	Service *ServiceTemplate `json:"service,omitempty"`
 }

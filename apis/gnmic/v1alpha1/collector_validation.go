@@ -42,6 +42,13 @@ func ValidateCluster(c *Cluster) field.ErrorList {
 			errs = append(errs, field.Invalid(spec.Child("grpcTunnel", "port"), t.Port, "must differ from restPort and gnmiPort"))
 		}
 		errs = append(errs, validateClusterTLS(spec.Child("grpcTunnel", "tls"), t.TLS)...)
+		if t.ClientCARef != nil && t.TLS == nil {
+			errs = append(errs, field.Required(spec.Child("grpcTunnel", "tls"),
+				"clientCARef verifies devices' client certificates, which needs the tunnel served over TLS"))
+		}
+		if r := t.ClientCARef; r != nil {
+			errs = append(errs, validName(spec.Child("grpcTunnel", "clientCARef", "name"), r.Name, false)...)
+		}
 	}
 	if d := c.Spec.TargetDistribution; d != nil && d.PodCapacity != nil && *d.PodCapacity < 1 {
 		errs = append(errs, field.Invalid(spec.Child("targetDistribution", "podCapacity"), *d.PodCapacity, "must be at least 1"))
@@ -373,13 +380,30 @@ func ValidateProcessor(p *Processor) field.ErrorList {
 func ValidateTunnelTargetPolicy(t *TunnelTargetPolicy) field.ErrorList {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
-	if m := t.Spec.Match; m != nil {
-		if _, err := regexp.Compile(m.Type); err != nil {
-			errs = append(errs, field.Invalid(spec.Child("match", "type"), m.Type, "must be a regular expression: "+err.Error()))
-		}
-		if _, err := regexp.Compile(m.ID); err != nil {
-			errs = append(errs, field.Invalid(spec.Child("match", "id"), m.ID, "must be a regular expression: "+err.Error()))
-		}
+	// The tunnel server builds a target, and sends it the profile's credentials, for every peer whose ID a
+	// policy matches: a policy must name the devices it admits, not every device that dials in.
+	const everyDevice = "would admit every device that dials into the tunnel: name the devices' IDs (e.g. ^leaf[0-9]+$)"
+	if m := t.Spec.Match; m == nil {
+		errs = append(errs, field.Required(spec.Child("match"), "without match the policy "+everyDevice))
+	} else {
+		errs = append(errs, validateTunnelMatch(spec.Child("match"), m, everyDevice)...)
 	}
 	return append(errs, validName(spec.Child("profile"), t.Spec.Profile, false)...)
+}
+
+func validateTunnelMatch(path *field.Path, m *TunnelTargetMatch, everyDevice string) field.ErrorList {
+	var errs field.ErrorList
+	if _, err := regexp.Compile(m.Type); err != nil {
+		errs = append(errs, field.Invalid(path.Child("type"), m.Type, "must be a regular expression: "+err.Error()))
+	}
+	switch re, err := regexp.Compile(m.ID); {
+	case err != nil:
+		errs = append(errs, field.Invalid(path.Child("id"), m.ID, "must be a regular expression: "+err.Error()))
+	case m.ID == "":
+		errs = append(errs, field.Required(path.Child("id"), "an empty ID expression "+everyDevice))
+	case re.MatchString(""):
+		// An expression that matches the empty string matches somewhere in every ID (unanchored search).
+		errs = append(errs, field.Invalid(path.Child("id"), m.ID, "matches the empty string, so it "+everyDevice))
+	}
+	return errs
 }

@@ -187,10 +187,38 @@ func TestValidateInputProcessorTunnelPolicy(t *testing.T) {
 	for _, typ := range ProcessorTypes {
 		expectErrors(t, ValidateProcessor(&Processor{Spec: ProcessorSpec{Type: typ}}))
 	}
-	expectErrors(t, ValidateTunnelTargetPolicy(&TunnelTargetPolicy{}))
 	expectErrors(t, ValidateTunnelTargetPolicy(&TunnelTargetPolicy{Spec: TunnelTargetPolicySpec{Match: &TunnelTargetMatch{Type: "srl.*", ID: "^leaf"}, Profile: "p"}}))
 	expectErrors(t, ValidateTunnelTargetPolicy(&TunnelTargetPolicy{Spec: TunnelTargetPolicySpec{Match: &TunnelTargetMatch{ID: "(["}}}), "spec.match.id", "regular expression")
-	expectErrors(t, ValidateTunnelTargetPolicy(&TunnelTargetPolicy{Spec: TunnelTargetPolicySpec{Profile: "Bad Profile"}}), "spec.profile")
+	expectErrors(t, ValidateTunnelTargetPolicy(&TunnelTargetPolicy{Spec: TunnelTargetPolicySpec{Match: &TunnelTargetMatch{ID: "^leaf"}, Profile: "Bad Profile"}}), "spec.profile")
+}
+
+func TestValidateClusterTunnelClientCA(t *testing.T) {
+	cluster := func(tls *ClusterTLS, ref *KeyReference) *Cluster {
+		return &Cluster{Spec: ClusterSpec{Image: "gnmic", GRPCTunnel: &GRPCTunnel{Port: 57401, TLS: tls, ClientCARef: ref}}}
+	}
+	expectErrors(t, ValidateCluster(cluster(&ClusterTLS{}, &KeyReference{Name: "device-ca"})))
+	expectErrors(t, ValidateCluster(cluster(nil, &KeyReference{Name: "device-ca"})), "spec.grpcTunnel.tls", "clientCARef")
+	expectErrors(t, ValidateCluster(cluster(&ClusterTLS{}, &KeyReference{Name: "Bad Name"})), "spec.grpcTunnel.clientCARef.name")
+}
+
+// A tunnel server builds a target, with the profile's credentials, for every peer whose ID a policy matches: a
+// policy that matches every ID admits any peer that registers.
+func TestValidateTunnelTargetPolicyAdmitsOnlyKnownDevices(t *testing.T) {
+	for name, tc := range map[string]struct {
+		match *TunnelTargetMatch
+		want  []string
+	}{
+		"no match":               {nil, []string{"spec.match", "every device"}},
+		"no id":                  {&TunnelTargetMatch{Type: "srlinux"}, []string{"spec.match.id", "every device"}},
+		"id matching everything": {&TunnelTargetMatch{ID: ".*"}, []string{"spec.match.id", "every device"}},
+		"optional id":            {&TunnelTargetMatch{ID: "^(leaf)?"}, []string{"spec.match.id", "every device"}},
+		"anchored id":            {&TunnelTargetMatch{Type: "srlinux", ID: "^leaf[0-9]+$"}, nil},
+		"prefix id":              {&TunnelTargetMatch{ID: "^leaf"}, nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			expectErrors(t, ValidateTunnelTargetPolicy(&TunnelTargetPolicy{Spec: TunnelTargetPolicySpec{Match: tc.match, Profile: "p"}}), tc.want...)
+		})
+	}
 }
 
 // allUnderSpec fails when an error names no field under spec.

@@ -17,7 +17,8 @@ type TunnelTargetMatch struct {
 // TunnelTargetPolicySpec says which devices dialling in through the gRPC tunnel become targets, and how the
 // collector talks to them.
 type TunnelTargetPolicySpec struct {
-	// Match selects tunnel targets; unset matches every target.
+	// Match selects tunnel targets; required, and its id must name devices (an expression that matches the
+	// empty string, or no match at all, would admit every device that dials in).
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Match"
 	Match *TunnelTargetMatch `json:"match,omitempty"`

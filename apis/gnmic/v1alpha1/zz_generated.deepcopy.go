@@ -448,6 +448,11 @@ func (in *GRPCTunnel) DeepCopyInto(out *GRPCTunnel) {
 		*out = new(ClusterTLS)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.ClientCARef != nil {
+		in, out := &in.ClientCARef, &out.ClientCARef
+		*out = new(KeyReference)
+		**out = **in
+	}
 	if in.Service != nil {
 		in, out := &in.Service, &out.Service
 		*out = new(ServiceTemplate)

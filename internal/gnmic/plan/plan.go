@@ -56,6 +56,9 @@ type Snapshot struct {
 	Profiles map[ktypes.NamespacedName]*gnmicv1alpha1.TargetProfile
 	// Credentials holds the data of each credentials Secret by namespace/name.
 	Credentials map[ktypes.NamespacedName]map[string][]byte
+	// CredentialsWithheld names the TargetProfiles whose credentials were left out of Credentials because the
+	// collectors' API is plain HTTP.
+	CredentialsWithheld []string
 	// CollectorImage is the Cluster's collector image; its tag tells the collector version, and with it the
 	// features the collectors decode.
 	CollectorImage string
@@ -344,6 +347,15 @@ func resolvePipeline(s Snapshot, pl *gnmicv1alpha1.GnmicPipeline, res *PipelineR
 		}
 		r.ttps = nil
 	}
+	// A policy stored before admission refused catch-all matches would admit every device that dials in (and
+	// send it the profile's credentials): leave it out until it names its devices.
+	r.ttps = slices.DeleteFunc(r.ttps, func(tp *gnmicv1alpha1.TunnelTargetPolicy) bool {
+		if errs := gnmicv1alpha1.ValidateTunnelTargetPolicy(tp); len(errs) > 0 {
+			res.Unsupported = appendNew(res.Unsupported, "TunnelTargetPolicy/"+tp.Name+": "+errs.ToAggregate().Error())
+			return true
+		}
+		return false
+	})
 	for _, sub := range subs {
 		if why := undeliverable(sub); why != "" {
 			res.Unsupported = appendNew(res.Unsupported, "Subscription/"+sub.Name+": "+why)

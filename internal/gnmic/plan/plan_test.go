@@ -192,6 +192,13 @@ func TestBuildOutputsInputsProcessorsTunnels(t *testing.T) {
 	g.Expect(m.Config.Subscriptions).To(Equal([]string{"lab/p/ifaces"}))
 	g.Expect(p.Pipelines["lab/p"].TunnelTargetPolicies).To(Equal(1))
 
+	// A catch-all policy stored before admission refused it is left out, and said so.
+	s.TunnelTargetPolicies[0].Spec.Match = nil
+	open := Build(s)
+	g.Expect(open.Config.TunnelTargetMatches).To(BeEmpty())
+	g.Expect(open.Pipelines["lab/p"].Unsupported).To(ContainElement(ContainSubstring("TunnelTargetPolicy/srl: spec.match")))
+	s.TunnelTargetPolicies[0].Spec.Match = &v1.TunnelTargetMatch{Type: "srl", ID: "^leaf"}
+
 	// Inputs without any output are left out: gNMIc would reject the whole apply.
 	s.Pipelines[0].Spec.Outputs = v1.PipelineOutputs{}
 	g.Expect(Build(s).Config.Inputs).To(BeEmpty())

@@ -142,7 +142,7 @@ func wireSnapshot() Snapshot {
 		Targets:              []v1.Target{{ObjectMeta: meta("lab", "r1", nil), Spec: v1.TargetSpec{Address: "r1:57400", Profile: "p"}}},
 		Subscriptions:        []v1.Subscription{{ObjectMeta: meta("lab", "s", nil), Spec: v1.SubscriptionSpec{Paths: []string{"/a"}}}},
 		Outputs:              []v1.Output{{ObjectMeta: meta("lab", "o", nil), Spec: v1.OutputSpec{Type: v1.OutputFile}}},
-		TunnelTargetPolicies: []v1.TunnelTargetPolicy{{ObjectMeta: meta("lab", "t", nil), Spec: v1.TunnelTargetPolicySpec{Profile: "p"}}},
+		TunnelTargetPolicies: []v1.TunnelTargetPolicy{{ObjectMeta: meta("lab", "t", nil), Spec: v1.TunnelTargetPolicySpec{Match: &v1.TunnelTargetMatch{ID: "^leaf"}, Profile: "p"}}},
 		Profiles:             map[ktypes.NamespacedName]*v1.TargetProfile{{Namespace: "lab", Name: "p"}: {ObjectMeta: meta("lab", "p", nil)}},
 		Credentials:          map[ktypes.NamespacedName]map[string][]byte{},
 	}

@@ -15,6 +15,50 @@ import (
 // MaxPageBytes is the largest inventory page read (64 MiB).
 const MaxPageBytes = 64 << 20
 
+// MaxTotalBytes bounds all pages of one fetch together (64 MiB): without it maxPages pages of MaxPageBytes each
+// would be held in memory at once.
+const MaxTotalBytes = 64 << 20
+
+// RedactURL is u as it may appear in status, events and logs: no user info, and every query value replaced,
+// since inventories commonly take an API token as a query parameter (?api_key=…); the parameter names stay, so
+// the message still says which URL it was.
+func RedactURL(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	c := *u
+	c.User = nil
+	c.Fragment, c.RawFragment = "", ""
+	if c.RawQuery != "" {
+		q := c.Query()
+		for k := range q {
+			q[k] = []string{"redacted"}
+		}
+		c.RawQuery = q.Encode()
+	}
+	return c.String()
+}
+
+// RedactRawURL is RedactURL of a URL string; a string that does not parse is not shown at all.
+func RedactRawURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<unparsable URL>"
+	}
+	return RedactURL(u)
+}
+
+// redactError rewrites the URL Go's HTTP client puts in its errors (Get "https://…?token=…": …).
+func redactError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		c := *ue
+		c.URL = RedactRawURL(ue.URL)
+		return &c
+	}
+	return err
+}
+
 // acceptHeader asks for JSON, or YAML.
 const acceptHeader = "application/json, application/yaml;q=0.9, text/yaml;q=0.8, */*;q=0.1"
 
@@ -79,7 +123,7 @@ func originGuard(client *http.Client, origin *url.URL) *http.Client {
 	guarded.CheckRedirect = func(r *http.Request, via []*http.Request) error {
 		if !sameOrigin(origin, r.URL) {
 			return fmt.Errorf("%w: the inventory redirected to %s (source is %s://%s); point spec.source.http.url at the final location",
-				ErrCrossOrigin, r.URL.Redacted(), origin.Scheme, origin.Host)
+				ErrCrossOrigin, RedactURL(r.URL), origin.Scheme, origin.Host)
 		}
 		if inner != nil {
 			return inner(r, via)
@@ -115,11 +159,12 @@ func TLSConfig(insecure bool, caPEM, certPEM, keyPEM []byte) (*tls.Config, error
 
 // FetchHTTP reads every page of an HTTP inventory. A Link rel="next" header wins over nextField; a next page, and
 // every redirect, must keep the scheme and host:port of the source URL. A repeated URL or reaching maxPages with a next page left marks
-// the result Truncated. Any non-2xx answer, or a page over 64 MiB, fails the fetch.
+// the result Truncated. Any non-2xx answer, a page over 64 MiB, or pages over 64 MiB together fail the fetch.
+// URLs in errors are redacted (RedactURL).
 func FetchHTTP(ctx context.Context, client *http.Client, req HTTPRequest) (HTTPResult, error) {
 	origin, err := url.Parse(req.URL)
 	if err != nil || (origin.Scheme != "http" && origin.Scheme != "https") || origin.Host == "" {
-		return HTTPResult{}, fmt.Errorf("url %q must be an absolute http(s) URL", req.URL)
+		return HTTPResult{}, fmt.Errorf("url %s must be an absolute http(s) URL", RedactRawURL(req.URL))
 	}
 	client = originGuard(client, origin)
 	maxPages := req.MaxPages
@@ -129,22 +174,24 @@ func FetchHTTP(ctx context.Context, client *http.Client, req HTTPRequest) (HTTPR
 	var res HTTPResult
 	visited := map[string]bool{}
 	current := origin
+	budget := int64(MaxTotalBytes)
 	for {
 		if visited[current.String()] {
-			res.Truncated, res.TruncatedReason = true, fmt.Sprintf("page %s was already read (pagination loop)", current)
+			res.Truncated, res.TruncatedReason = true, fmt.Sprintf("page %s was already read (pagination loop)", RedactURL(current))
 			return res, nil
 		}
 		visited[current.String()] = true
-		doc, next, err := fetchPage(ctx, client, req, current)
+		doc, next, size, err := fetchPage(ctx, client, req, current, budget)
 		if err != nil {
-			return res, err
+			return res, redactError(err)
 		}
+		budget -= size
 		res.Pages = append(res.Pages, doc)
 		if next == nil {
 			return res, nil
 		}
 		if !sameOrigin(origin, next) {
-			return res, fmt.Errorf("%w: next page %s (source is %s://%s)", ErrCrossOrigin, next.Redacted(), origin.Scheme, origin.Host)
+			return res, fmt.Errorf("%w: next page %s (source is %s://%s)", ErrCrossOrigin, RedactURL(next), origin.Scheme, origin.Host)
 		}
 		if len(res.Pages) >= maxPages {
 			res.Truncated, res.TruncatedReason = true, fmt.Sprintf("maxPages (%d) reached with more pages left", maxPages)
@@ -154,7 +201,9 @@ func FetchHTTP(ctx context.Context, client *http.Client, req HTTPRequest) (HTTPR
 	}
 }
 
-func fetchPage(ctx context.Context, client *http.Client, req HTTPRequest, u *url.URL) (any, *url.URL, error) {
+// fetchPage reads one page of at most min(MaxPageBytes, budget) bytes and returns its document, the next page
+// and its size.
+func fetchPage(ctx context.Context, client *http.Client, req HTTPRequest, u *url.URL, budget int64) (any, *url.URL, int64, error) {
 	method := req.Method
 	if method == "" {
 		method = http.MethodGet
@@ -165,7 +214,7 @@ func fetchPage(ctx context.Context, client *http.Client, req HTTPRequest, u *url
 	}
 	hr, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	hr.Header.Set("Accept", acceptHeader)
 	for k, v := range req.Headers {
@@ -185,49 +234,54 @@ func fetchPage(ctx context.Context, client *http.Client, req HTTPRequest, u *url
 	}
 	resp, err := client.Do(hr)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, nil, fmt.Errorf("GET %s: HTTP %d", u.Redacted(), resp.StatusCode)
+		return nil, nil, 0, fmt.Errorf("%s %s: HTTP %d", method, RedactURL(u), resp.StatusCode)
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxPageBytes+1))
+	limit := min(int64(MaxPageBytes), budget)
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading %s: %w", u.Redacted(), err)
+		return nil, nil, 0, fmt.Errorf("reading %s: %w", RedactURL(u), err)
 	}
-	if len(data) > MaxPageBytes {
-		return nil, nil, fmt.Errorf("page %s is larger than %d bytes", u.Redacted(), MaxPageBytes)
+	if int64(len(data)) > limit {
+		if limit < MaxPageBytes {
+			return nil, nil, 0, fmt.Errorf("page %s: the inventory's pages together are larger than %d bytes", RedactURL(u), MaxTotalBytes)
+		}
+		return nil, nil, 0, fmt.Errorf("page %s is larger than %d bytes", RedactURL(u), MaxPageBytes)
 	}
+	size := int64(len(data))
 	doc, err := ParseDocument(data)
 	if err != nil {
-		return nil, nil, fmt.Errorf("page %s: %w", u.Redacted(), err)
+		return nil, nil, 0, fmt.Errorf("page %s: %w", RedactURL(u), err)
 	}
 	if link := nextLink(resp.Header.Values("Link")); link != "" {
 		next, err := u.Parse(link)
 		if err != nil {
-			return nil, nil, fmt.Errorf("link header: %w", err)
+			return nil, nil, 0, fmt.Errorf("link header: %w", err)
 		}
-		return doc, next, nil
+		return doc, next, size, nil
 	}
 	if req.NextField == "" {
-		return doc, nil, nil
+		return doc, nil, size, nil
 	}
 	token := scalarString(lookupPath(doc, req.NextField))
 	if token == "" {
-		return doc, nil, nil
+		return doc, nil, size, nil
 	}
 	if req.RequestParam != "" && !strings.Contains(token, "/") {
 		next := *u
 		q := next.Query()
 		q.Set(req.RequestParam, token)
 		next.RawQuery = q.Encode()
-		return doc, &next, nil
+		return doc, &next, size, nil
 	}
 	next, err := u.Parse(token)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", req.NextField, err)
+		return nil, nil, 0, fmt.Errorf("%s: %w", req.NextField, err)
 	}
-	return doc, next, nil
+	return doc, next, size, nil
 }
 
 // nextLink returns the target of the rel="next" entry of Link headers.

@@ -234,3 +234,48 @@ func TestNextLink(t *testing.T) {
 	g.Expect(nextLink([]string{`<a>; rel=prev`})).To(Equal(""))
 	g.Expect(nextLink([]string{`garbage`})).To(Equal(""))
 }
+
+func TestRedactURL(t *testing.T) {
+	for raw, want := range map[string]string{
+		"https://inv.example.com/devices":                       "https://inv.example.com/devices",
+		"https://inv.example.com/devices?api_key=s3cret&page=2": "https://inv.example.com/devices?api_key=redacted&page=redacted",
+		"https://user:pw@inv.example.com/d#frag":                "https://inv.example.com/d",
+		"http://inv.example.com/?token=a&token=b":               "http://inv.example.com/?token=redacted",
+		"%zz": "<unparsable URL>",
+	} {
+		NewWithT(t).Expect(RedactRawURL(raw)).To(Equal(want), raw)
+	}
+}
+
+func TestFetchHTTPErrorsCarryNoQueryToken(t *testing.T) {
+	g := NewWithT(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(srv.Close)
+	_, err := FetchHTTP(context.Background(), srv.Client(), HTTPRequest{URL: srv.URL + "/d?api_key=s3cret"})
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.Error()).To(ContainSubstring("api_key=redacted"))
+	g.Expect(err.Error()).NotTo(ContainSubstring("s3cret"))
+
+	// A transport error: Go's client puts the whole URL in it.
+	srv.Close()
+	_, err = FetchHTTP(context.Background(), srv.Client(), HTTPRequest{URL: srv.URL + "/d?api_key=s3cret"})
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.Error()).NotTo(ContainSubstring("s3cret"))
+}
+
+func TestFetchHTTPBoundsAllPagesTogether(t *testing.T) {
+	g := NewWithT(t)
+	// Three pages of 25 MiB each: every page is under MaxPageBytes, together they are over MaxTotalBytes.
+	page := []byte(`{"results":[],"pad":"` + strings.Repeat("x", 25<<20) + `"}`)
+	var served atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Link", fmt.Sprintf(`</p%d>; rel="next"`, served.Add(1)))
+		_, _ = w.Write(page)
+	}))
+	t.Cleanup(srv.Close)
+	_, err := FetchHTTP(context.Background(), srv.Client(), HTTPRequest{URL: srv.URL + "/p0", MaxPages: 100})
+	g.Expect(err).To(MatchError(ContainSubstring("pages together are larger than")))
+	g.Expect(served.Load()).To(Equal(int32(3)))
+}

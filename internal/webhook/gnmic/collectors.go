@@ -62,9 +62,37 @@ func setupWarning[T client.Object](mgr ctrl.Manager, obj T, v specValidator[T]) 
 	return ctrl.NewWebhookManagedBy(mgr, obj).WithValidator(v).Complete()
 }
 
-// SetupClusterWebhook registers the Cluster validating webhook (image, replicas, ports, TLS issuers).
-func SetupClusterWebhook(mgr ctrl.Manager) error {
-	return setup(mgr, &gnmicv1alpha1.Cluster{}, "Cluster", gnmicv1alpha1.ValidateCluster)
+// SetupClusterWebhook registers the Cluster validating webhook (image, replicas, ports, TLS issuers, and the
+// requester's right to read the Secrets and ConfigMaps its env names).
+func SetupClusterWebhook(mgr ctrl.Manager, trust *Trust) error {
+	return ctrl.NewWebhookManagedBy(mgr, &gnmicv1alpha1.Cluster{}).WithValidator(clusterValidator{
+		spec: specValidator[*gnmicv1alpha1.Cluster]{kind: "Cluster", validate: gnmicv1alpha1.ValidateCluster}, trust: trust,
+	}).Complete()
+}
+
+// clusterValidator is the Cluster's spec validation plus the requester check of its env references.
+type clusterValidator struct {
+	spec  specValidator[*gnmicv1alpha1.Cluster]
+	trust *Trust
+}
+
+func (v clusterValidator) check(ctx context.Context, c *gnmicv1alpha1.Cluster) error {
+	if err := v.spec.check(c); err != nil {
+		return err
+	}
+	return v.trust.refuse(ctx, "clusters", c.Name, clusterUses(c))
+}
+
+func (v clusterValidator) ValidateCreate(ctx context.Context, c *gnmicv1alpha1.Cluster) (admission.Warnings, error) {
+	return nil, v.check(ctx, c)
+}
+
+func (v clusterValidator) ValidateUpdate(ctx context.Context, _, c *gnmicv1alpha1.Cluster) (admission.Warnings, error) {
+	return nil, v.check(ctx, c)
+}
+
+func (clusterValidator) ValidateDelete(context.Context, *gnmicv1alpha1.Cluster) (admission.Warnings, error) {
+	return nil, nil
 }
 
 // SetupPipelineWebhook registers the Pipeline validating webhook (refs and selectors).

@@ -17,6 +17,7 @@ import (
 
 	gnmicv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/gnmic/targetsource"
+	"github.com/quartet-dev/quartet-operator/internal/netguard"
 )
 
 // +kubebuilder:webhook:path=/validate-operator-gnmic-dev-v1alpha1-targetsource,mutating=false,failurePolicy=fail,sideEffects=None,groups=operator.gnmic.dev,resources=targetsources,verbs=create;update,versions=v1alpha1,name=vtargetsource-v1alpha1.operator.gnmic.dev,admissionReviewVersions=v1,timeoutSeconds=10
@@ -27,18 +28,24 @@ type TargetSourceValidator struct {
 	Mapper *targetsource.Mapper
 	// Reader looks up referenced objects for warnings; nil skips the warnings.
 	Reader client.Reader
+	// Trust checks that the requester may read every Secret and ConfigMap the source names and the credentials
+	// of the profiles it names; nil checks nothing.
+	Trust *Trust
+	// Guard refuses inventory URLs on special-purpose addresses and in-cluster names (the fetch checks every
+	// dialled address again); nil blocks every special-purpose range.
+	Guard *netguard.Guard
 }
 
 var _ admission.Validator[*gnmicv1alpha1.TargetSource] = TargetSourceValidator{}
 
 // SetupTargetSourceWebhook registers the TargetSource validating webhook with the manager's webhook server.
-func SetupTargetSourceWebhook(mgr ctrl.Manager) error {
+func SetupTargetSourceWebhook(mgr ctrl.Manager, trust *Trust, guard *netguard.Guard) error {
 	mapper, err := targetsource.NewMapper()
 	if err != nil {
 		return err
 	}
 	return ctrl.NewWebhookManagedBy(mgr, &gnmicv1alpha1.TargetSource{}).
-		WithValidator(TargetSourceValidator{Mapper: mapper, Reader: mgr.GetAPIReader()}).Complete()
+		WithValidator(TargetSourceValidator{Mapper: mapper, Reader: mgr.GetAPIReader(), Trust: trust, Guard: guard}).Complete()
 }
 
 // ValidateCreate implements admission.Validator.
@@ -57,8 +64,28 @@ func (TargetSourceValidator) ValidateDelete(context.Context, *gnmicv1alpha1.Targ
 }
 
 func (v TargetSourceValidator) validate(ctx context.Context, ts *gnmicv1alpha1.TargetSource) (admission.Warnings, error) {
-	if errs := ValidateTargetSource(ts, v.Mapper); len(errs) > 0 {
+	errs := ValidateTargetSource(ts, v.Mapper)
+	if h := ts.Spec.Source.HTTP; h != nil && len(errs) == 0 {
+		guard := v.Guard
+		if guard == nil {
+			guard = netguard.New()
+		}
+		if _, err := guard.CheckURL(h.URL); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "source", "http", "url"), targetsource.RedactRawURL(h.URL),
+				err.Error()+" (an administrator can exempt a private range with --external-source-allow-cidrs)"))
+		}
+	}
+	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(gnmicv1alpha1.GroupVersion.WithKind("TargetSource").GroupKind(), ts.Name, errs)
+	}
+	if v.Trust.on() {
+		uses, err := v.Trust.targetSourceUses(ctx, ts)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		if err := v.Trust.refuse(ctx, "targetsources", ts.Name, uses); err != nil {
+			return nil, err
+		}
 	}
 	if v.Reader == nil {
 		return nil, nil

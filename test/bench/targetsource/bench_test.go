@@ -8,8 +8,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"sort"
 	"strconv"
@@ -98,7 +100,7 @@ func BenchmarkTargetSource(b *testing.B) {
 	must(b, err)
 	inv := &inventory{}
 	inv.set(n, 0)
-	srv := httptest.NewServer(inv)
+	srv, allow := inventoryServer(b, inv)
 	defer srv.Close()
 
 	for range b.N {
@@ -117,7 +119,7 @@ func BenchmarkTargetSource(b *testing.B) {
 		// The manager caches only the benchmark's namespace (the baseline's Targets stay out of its heap), and
 		// its start-up (informer lists, cache sync) is left out of the measured first sync.
 		mctx, cancel := context.WithCancel(ctx)
-		mgr := startManager(mctx, b, bin, kubeconfig, "--controllers="+gnmic.TargetSourceControllerName,
+		mgr := startManager(mctx, b, bin, kubeconfig, "--controllers="+gnmic.TargetSourceControllerName, "--external-source-allow-cidrs="+allow.String(),
 			"--watch-namespaces=controller", fmt.Sprintf("--kube-api-qps=%d", qps), fmt.Sprintf("--kube-api-burst=%d", burst))
 
 		ts := &gnmicv1alpha1.TargetSource{ObjectMeta: metav1.ObjectMeta{Namespace: "controller", Name: "bench"},
@@ -329,4 +331,30 @@ func must(b *testing.B, err error) {
 	if err != nil {
 		b.Fatal(err)
 	}
+}
+
+// inventoryServer serves inv on the host's first non-loopback, non-link-local IPv4 address: the operator's SSRF
+// guard never lets an inventory fetch reach loopback, and the exemption returned (for
+// --external-source-allow-cidrs) names that one address.
+func inventoryServer(b *testing.B, inv http.Handler) (*httptest.Server, netip.Prefix) {
+	addrs, err := net.InterfaceAddrs()
+	must(b, err)
+	for _, a := range addrs {
+		ipNet, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(ipNet.IP.To4())
+		if !ok || ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsUnspecified() {
+			continue
+		}
+		ln, err := net.Listen("tcp", netip.AddrPortFrom(ip, 0).String())
+		must(b, err)
+		srv := httptest.NewUnstartedServer(inv)
+		srv.Listener = ln
+		srv.Start()
+		return srv, netip.PrefixFrom(ip, 32)
+	}
+	b.Fatal("the benchmark's inventory needs a non-loopback IPv4 address (the SSRF guard never allows loopback)")
+	return nil, netip.Prefix{}
 }

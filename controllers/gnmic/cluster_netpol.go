@@ -1,0 +1,70 @@
+package gnmic
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	gnmicv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
+)
+
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
+
+// OperatorPodLabels are the labels every shipped manifest (kustomize, OLM bundle, Helm chart) gives the
+// operator's pods.
+var OperatorPodLabels = map[string]string{"control-plane": "controller-manager"}
+
+// ensureAPINetworkPolicy writes NetworkPolicy gnmic-<cluster>-api: the collectors' REST API port (config apply,
+// and GET /api/v1/config, which returns device passwords in clear) admits only the operator's pods; every other
+// port, TCP and otherwise, stays open to all as before (gNMI server, tunnel, prometheus outputs). NetworkPolicies
+// are additive, so an administrator grants more peers (a Prometheus scraping the API's /metrics) with a policy
+// of their own.
+func (r *ClusterReconciler) ensureAPINetworkPolicy(ctx context.Context, c *gnmicv1alpha1.Cluster, lbls map[string]string) error {
+	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: clusterResourceName(c) + "-api"}}
+	return r.createOrUpdate(ctx, c, np, func() {
+		np.Labels = lbls
+		np.Spec = collectorAPIPolicy(c.RestPort(), lbls, r.OperatorNamespace)
+	})
+}
+
+// collectorAPIPolicy selects the collector pods and admits restPort only from pods labelled OperatorPodLabels in
+// operatorNamespace (any namespace when unknown: an operator running outside the cluster cannot be named, and
+// reaches the pods from outside the pod network anyway); all other ports are admitted from anywhere.
+func collectorAPIPolicy(restPort int32, lbls map[string]string, operatorNamespace string) networkingv1.NetworkPolicySpec {
+	tcp, udp, sctp := corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP
+	nsSelector := &metav1.LabelSelector{}
+	if operatorNamespace != "" {
+		nsSelector.MatchLabels = map[string]string{corev1.LabelMetadataName: operatorNamespace}
+	}
+	portRange := func(from, to int32) networkingv1.NetworkPolicyPort {
+		p := networkingv1.NetworkPolicyPort{Protocol: &tcp, Port: ptr.To(intstr.FromInt32(from))}
+		if to > from {
+			p.EndPort = &to
+		}
+		return p
+	}
+	var others []networkingv1.NetworkPolicyPort
+	if restPort > 1 {
+		others = append(others, portRange(1, restPort-1))
+	}
+	if restPort < 65535 {
+		others = append(others, portRange(restPort+1, 65535))
+	}
+	others = append(others, networkingv1.NetworkPolicyPort{Protocol: &udp}, networkingv1.NetworkPolicyPort{Protocol: &sctp})
+	return networkingv1.NetworkPolicySpec{
+		PodSelector: metav1.LabelSelector{MatchLabels: lbls},
+		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+		Ingress: []networkingv1.NetworkPolicyIngressRule{
+			{
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptr.To(intstr.FromInt32(restPort))}},
+				From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: nsSelector,
+					PodSelector: &metav1.LabelSelector{MatchLabels: OperatorPodLabels}}},
+			},
+			{Ports: others},
+		},
+	}
+}
