@@ -130,6 +130,13 @@ func Start(opts Options) (*Env, error) {
 		logf.Log.WithName("testenv").Info("cluster-grade control plane ready", "took", time.Since(started).String(),
 			"logs", cluster.LogDir())
 	}
+	// The operator's shipped ClusterRoles, as an install creates them: Platforms bind them and Tenants check what
+	// the aggregated tenant roles grant.
+	if !opts.WithoutOperator {
+		if err := ApplyShippedClusterRoles(context.Background(), e.Client); err != nil {
+			return nil, errors.Join(err, e.stopControlPlane())
+		}
+	}
 	if len(opts.Controllers) == 0 {
 		return e, nil
 	}
