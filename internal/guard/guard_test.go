@@ -126,6 +126,9 @@ func TestGuardRefusesWhatRBACWouldAllow(t *testing.T) {
 	g.Expect(op.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "quartet-operator-katastroma-source"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "quartet-operator-katastroma-source"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "katastroma-source", Namespace: team}}}, dry)).To(Succeed())
+	g.Expect(op.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "quartet-operator-katastroma-source"},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "quartet-operator-katastroma-source"}}, dry)).
+		To(Succeed(), "a shared binding whose last Platform left has no subjects")
 	g.Expect(op.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "new-" + rand.String(5),
 		Labels: map[string]string{gitopsv1alpha1.LabelTenant: "team", "pod-security.kubernetes.io/enforce": "restricted"}}}, dry)).
 		To(Succeed(), "a namespace the operator creates for a tenant")

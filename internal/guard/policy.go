@@ -88,7 +88,7 @@ func checks(o Options) []check {
 		message: "the operator binds roles only in tenant namespaces (labelled " + gitopsv1alpha1.LabelTenant +
 			") to the pipeline identities, and pharos's role in its own namespace: never in kube-* or openshift*, never a Role, never another subject",
 	}, {
-		expression: `request.resource.resource != "clusterrolebindings" || object.subjects.all(s, s.kind == "ServiceAccount" && s.name.startsWith("` +
+		expression: `request.resource.resource != "clusterrolebindings" || !has(object.subjects) || object.subjects.all(s, s.kind == "ServiceAccount" && s.name.startsWith("` +
 			StageServiceAccountPrefix + `") && ` + crbNS + ")",
 		message: "the operator's ClusterRoleBindings name only gitops stage ServiceAccounts (katastroma-*) of Platform namespaces",
 	}, {
