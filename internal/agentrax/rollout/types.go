@@ -191,6 +191,11 @@ type CanaryObservation struct {
 	Image     string
 	Replicas  int32
 	RolledOut bool
+	// Unavailable: no canary replica is available (its pods stopped passing their readiness probe, or crashed), or
+	// a canary pod's container crashed (restarted or in CrashLoopBackOff, and not ready).
+	Unavailable bool
+	// AvailableReplicas is the canary Deployment's available replica count, for messages.
+	AvailableReplicas int32
 }
 
 // RouteObservation describes the HTTPRoute's weights as written in its spec, and whether every parent reported

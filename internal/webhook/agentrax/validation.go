@@ -95,6 +95,9 @@ func validateRollout(p *field.Path, r *agentraxv1alpha1.RolloutSpec) field.Error
 			"must be from 1s to 24h: every wait of a canary rollout ends at this deadline"))
 	}
 	full, paused := false, false
+	// weight is the canary's share when a step runs: a pause before any non-zero setWeight judges a canary that
+	// gets no traffic, so it could never gather samples and would hold until the pause cap.
+	weight := int32(0)
 	for i, step := range r.Steps {
 		sp := p.Child("steps").Index(i)
 		switch {
@@ -105,11 +108,16 @@ func validateRollout(p *field.Path, r *agentraxv1alpha1.RolloutSpec) field.Error
 		case step.SetWeight != nil:
 			if w := *step.SetWeight; w < 0 || w > 100 {
 				errs = append(errs, field.Invalid(sp.Child("setWeight"), w, "must be from 0 to 100"))
-			} else if w == 100 {
-				full = true
+			} else {
+				weight = w
+				full = full || w == 100
 			}
 		default:
 			paused = true
+			if weight == 0 {
+				errs = append(errs, field.Invalid(sp.Child("pause"), step.Pause.Duration.Duration.String(),
+					"a pause judges the canary by its traffic: it must follow a setWeight above 0"))
+			}
 			if step.Pause.Duration.Duration <= 0 {
 				errs = append(errs, field.Invalid(sp.Child("pause", "duration"), step.Pause.Duration.Duration.String(),
 					"must be greater than zero"))

@@ -58,8 +58,13 @@ func TestValidateAgentDeployment(t *testing.T) {
 		"step with both": {func(ad *agentraxv1alpha1.AgentDeployment) {
 			ad.Spec.Rollout.Steps[0].Pause = &agentraxv1alpha1.PauseStep{}
 		}, "spec.rollout.steps[0]", "exactly one of setWeight and pause"},
-		"weight over 100":   {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.Rollout.Steps[0].SetWeight = ptr.To[int32](120) }, "spec.rollout.steps[0].setWeight", "0 to 100"},
-		"zero pause":        {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.Rollout.Steps[1].Pause.Duration.Duration = 0 }, "spec.rollout.steps[1].pause.duration", "greater than zero"},
+		"weight over 100": {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.Rollout.Steps[0].SetWeight = ptr.To[int32](120) }, "spec.rollout.steps[0].setWeight", "0 to 100"},
+		"zero pause":      {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.Rollout.Steps[1].Pause.Duration.Duration = 0 }, "spec.rollout.steps[1].pause.duration", "greater than zero"},
+		"pause before any weight": {func(ad *agentraxv1alpha1.AgentDeployment) {
+			ad.Spec.Rollout.Steps = append([]agentraxv1alpha1.RolloutStep{{Pause: ad.Spec.Rollout.Steps[1].Pause}}, ad.Spec.Rollout.Steps...)
+		}, "spec.rollout.steps[0].pause", "must follow a setWeight above 0"},
+		"pause at weight 0": {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.Rollout.Steps[0].SetWeight = ptr.To[int32](0) },
+			"spec.rollout.steps[1].pause", "must follow a setWeight above 0"},
 		"no full weight":    {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.Rollout.Steps[2].SetWeight = ptr.To[int32](90) }, "spec.rollout.steps", "setWeight: 100"},
 		"canary no steps":   {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.Rollout.Steps = nil }, "spec.rollout.steps", "Required"},
 		"canary no rollbk":  {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.Rollout.Rollback = nil }, "spec.rollout.rollback", "Required"},
