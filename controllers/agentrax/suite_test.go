@@ -49,7 +49,8 @@ func TestMain(m *testing.M) {
 		Controllers: []string{agentrax.AgentDeploymentControllerName, agentrax.TenantQuotaControllerName},
 		// Cluster mode: agent Deployments become Available through the Deployment controller and the simulated
 		// kubelet, the HPA controller takes the autoscalers and the garbage collector deletes children.
-		Cluster: &testenv.ClusterOptions{},
+		// CrashLoopStage lets a test crash a running canary's pods by labelling them.
+		Cluster: &testenv.ClusterOptions{ExtraStages: []byte(testenv.CrashLoopStage)},
 		Manager: func(o *manager.Options) {
 			canaryManagerOptions(o)
 			registryOptions(&leaderURL)(o)
