@@ -96,12 +96,36 @@ func writeAgentPod(pod *corev1.PodSpec, ad *agentraxv1alpha1.AgentDeployment, im
 	c.Env = normalizedEnv(ad.Spec.Env)
 	c.Resources = ad.Spec.Resources
 	c.Ports = []corev1.ContainerPort{{Name: portName, ContainerPort: ad.Spec.Port, Protocol: corev1.ProtocolTCP}}
+	c.ReadinessProbe = normalizedProbe(ad.Spec.ReadinessProbe)
+	c.StartupProbe = normalizedProbe(ad.Spec.StartupProbe)
 	c.SecurityContext = &corev1.SecurityContext{
 		AllowPrivilegeEscalation: ptr.To(false),
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
 	pod.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
 		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+}
+
+// normalizedProbe fills in what the API server defaults in a probe, so an unchanged spec compares equal and the
+// Deployment is not rewritten on every reconcile.
+func normalizedProbe(p *corev1.Probe) *corev1.Probe {
+	if p == nil {
+		return nil
+	}
+	out := p.DeepCopy()
+	def := func(v *int32, d int32) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&out.TimeoutSeconds, 1)
+	def(&out.PeriodSeconds, 10)
+	def(&out.SuccessThreshold, 1)
+	def(&out.FailureThreshold, 3)
+	if h := out.HTTPGet; h != nil && h.Scheme == "" {
+		h.Scheme = corev1.URISchemeHTTP
+	}
+	return out
 }
 
 // normalizedEnv fills in what the API server defaults in a pod template, so an unchanged spec compares equal.

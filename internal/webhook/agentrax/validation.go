@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -31,6 +32,8 @@ func ValidateAgentDeployment(ad, old *agentraxv1alpha1.AgentDeployment) field.Er
 	}
 	errs = append(errs, validateReplicas(spec.Child("replicas"), s.Replicas)...)
 	errs = append(errs, validateRollout(spec.Child("rollout"), s.Rollout)...)
+	errs = append(errs, validateProbe(spec.Child("readinessProbe"), s.ReadinessProbe, false)...)
+	errs = append(errs, validateProbe(spec.Child("startupProbe"), s.StartupProbe, true)...)
 	if s.MCP != nil {
 		seen := map[string]bool{}
 		for i, tool := range s.MCP.Tools {
@@ -163,6 +166,40 @@ func validateRollout(p *field.Path, r *agentraxv1alpha1.RolloutSpec) field.Error
 		if err := canaryMetrics(m).Validate(); err != nil {
 			errs = append(errs, field.Invalid(p.Child("metrics"), *m, err.Error()))
 		}
+	}
+	return errs
+}
+
+// validateProbe checks what the API server would otherwise refuse only when the operator writes the Deployment
+// (the agent would then never update): exactly one handler, no negative numbers, and successThreshold 1 for a
+// startup probe.
+func validateProbe(p *field.Path, probe *corev1.Probe, startup bool) field.ErrorList {
+	if probe == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	h := probe.ProbeHandler
+	handlers := 0
+	for _, set := range []bool{h.Exec != nil, h.HTTPGet != nil, h.TCPSocket != nil, h.GRPC != nil} {
+		if set {
+			handlers++
+		}
+	}
+	if handlers != 1 {
+		errs = append(errs, field.Invalid(p, handlers, "needs exactly one of exec, httpGet, tcpSocket and grpc"))
+	}
+	for _, f := range []struct {
+		name string
+		v    int32
+	}{{"initialDelaySeconds", probe.InitialDelaySeconds}, {"timeoutSeconds", probe.TimeoutSeconds},
+		{"periodSeconds", probe.PeriodSeconds}, {"successThreshold", probe.SuccessThreshold},
+		{"failureThreshold", probe.FailureThreshold}} {
+		if f.v < 0 {
+			errs = append(errs, field.Invalid(p.Child(f.name), f.v, "must not be negative"))
+		}
+	}
+	if startup && probe.SuccessThreshold > 1 {
+		errs = append(errs, field.Invalid(p.Child("successThreshold"), probe.SuccessThreshold, "must be 1 for a startup probe"))
 	}
 	return errs
 }
