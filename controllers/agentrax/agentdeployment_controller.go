@@ -143,7 +143,8 @@ func (r *AgentDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 }
 
 // finalize deregisters the agent while its Service still exists (the Service's own finalizer keeps it, whatever
-// the propagation policy), then releases the Service and removes the agent's finalizer.
+// the propagation policy) and its pods still run (the stable Deployment is no garbage-collector dependent), then
+// deletes the stable Deployment, releases the Service and removes the agent's finalizer.
 func (r *AgentDeploymentReconciler) finalize(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment) error {
 	if !controllerutil.ContainsFinalizer(ad, agentraxv1alpha1.Finalizer) {
 		return nil
@@ -151,6 +152,10 @@ func (r *AgentDeploymentReconciler) finalize(ctx context.Context, ad *agentraxv1
 	if err := r.Registrar.Deregister(ctx, ad); err != nil {
 		r.Recorder.Eventf(ad, nil, corev1.EventTypeWarning, "DeregisterFailed", "Finalize", "deregistering from the MCP registry: %v", err)
 		return fmt.Errorf("deregistering %s/%s from the MCP registry: %w", ad.Namespace, ad.Name, err)
+	}
+	// Only now may the backends go: the registry no longer sends anyone to them.
+	if err := r.deleteStableDeployment(ctx, ad); err != nil {
+		return fmt.Errorf("deleting Deployment %s/%s after deregistration: %w", ad.Namespace, ad.Name, err)
 	}
 	svc := &corev1.Service{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: ad.Namespace, Name: ad.Name}, svc); err == nil {
@@ -266,7 +271,8 @@ func (r *AgentDeploymentReconciler) SetupWithManager(ctx context.Context, mgr ct
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(AgentDeploymentControllerName).
 		For(&agentraxv1alpha1.AgentDeployment{}).
-		Owns(&appsv1.Deployment{}).
+		// Agent Deployments by their labels: the stable one has no owner reference (reconcileDeployment).
+		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(agentOfDeployment)).
 		Owns(&corev1.Service{}).
 		Owns(&autoscalingv2.HorizontalPodAutoscaler{}).
 		Watches(&agentraxv1alpha1.TenantQuota{}, handler.EnqueueRequestsFromMapFunc(r.agentsOfQuota),
