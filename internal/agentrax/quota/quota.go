@@ -169,7 +169,7 @@ type Decision struct {
 	// Errors names every ceiling the request would break; empty means admitted.
 	Errors field.ErrorList
 	// Reserve is the reservation to record when admitted; nil when the ledger need not change (an update that
-	// grows nothing, or whose growth is already covered).
+	// grows nothing). A growth an existing reservation covers is recorded again, amounts kept, as a barrier.
 	Reserve *agentraxv1alpha1.Reservation
 }
 
@@ -220,9 +220,12 @@ func Admit(req Request) Decision {
 	if len(errs) > 0 {
 		return Decision{Errors: errs}
 	}
-	if existing >= 0 && reserve.Replicas == entry.Replicas && reserve.GPUs == entry.GPUs {
+	if existing >= 0 && reserve.Replicas == entry.Replicas && reserve.GPUs == entry.GPUs && !growsReplicas && !growsGPUs {
 		return Decision{}
 	}
+	// A growth the reservation already covers is still written (with a fresh reservedAt): the write is the
+	// barrier against the TenantQuota controller lowering that reservation from a spec read before this update
+	// (its write then conflicts and it settles again, leaving the fresh reservation alone for its grace period).
 	return Decision{Reserve: &reserve}
 }
 

@@ -148,9 +148,15 @@ func TestAdmit(t *testing.T) {
 			new:    Demand{Replicas: 5, GPUs: 4, GPUsPerPod: 1}, old: ptr(d(4, 1)),
 			wantEntry: &agentraxv1alpha1.Reservation{Name: "a", Replicas: 5, GPUs: 4},
 		},
+		// Written again all the same, amounts kept: the write is the barrier against the TenantQuota controller
+		// lowering the stale reservation from the spec it read before this update.
 		"stale larger reservation already covers the growth": {
 			spec: seedQuota, ledger: []agentraxv1alpha1.Reservation{res("a", 8, 0)},
-			new: d(6, 0), old: ptr(d(4, 0)),
+			new: d(6, 0), old: ptr(d(4, 0)), wantEntry: &agentraxv1alpha1.Reservation{Name: "a", Replicas: 8},
+		},
+		"update growing nothing writes nothing": {
+			spec: seedQuota, ledger: []agentraxv1alpha1.Reservation{res("a", 8, 0)},
+			new: d(4, 0), old: ptr(d(6, 0)),
 		},
 		"create over an existing entry keeps the larger": {
 			spec: seedQuota, ledger: []agentraxv1alpha1.Reservation{res("a", 2, 6)},
