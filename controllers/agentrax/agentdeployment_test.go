@@ -108,7 +108,8 @@ func TestChildrenAndSelfHealing(t *testing.T) {
 		g.Expect(c.Ports[0].ContainerPort).To(Equal(int32(8080)))
 		g.Expect(c.Args).To(Equal([]string{"--serve"}))
 		g.Expect(c.Resources.Limits).To(HaveKey(corev1.ResourceName("nvidia.com/gpu")))
-		g.Expect(metav1.IsControlledBy(dep, ad)).To(BeTrue())
+		g.Expect(dep.OwnerReferences).To(BeEmpty(),
+			"no garbage-collector dependent: finalize deletes it only after the agent is deregistered")
 
 		svc := &corev1.Service{}
 		g.Expect(env.Client.Get(ctx, key, svc)).To(Succeed())

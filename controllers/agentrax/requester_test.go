@@ -59,8 +59,10 @@ func TestEnvSecretReferencesAreCheckedAgainstTheRequester(t *testing.T) {
 	ad.Spec.Env = append(ad.Spec.Env, secretEnv("model-key"))
 	g.Expect(alice.Create(ctx, ad)).To(Succeed(), "a Secret alice may read")
 
+	// A patch, not an update: the controller writes the agent meanwhile (finalizer, status).
+	patch := client.MergeFrom(ad.DeepCopy())
 	ad.Spec.Env = append(ad.Spec.Env, secretEnv("db-password"))
-	err = alice.Update(ctx, ad)
+	err = alice.Patch(ctx, ad, patch)
 	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "an update is checked too: %v", err)
 	g.Expect(err.Error()).To(ContainSubstring("spec.env[2].valueFrom.secretKeyRef.name"))
 }
