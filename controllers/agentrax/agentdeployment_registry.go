@@ -33,12 +33,18 @@ type HeartbeatIntervaler interface {
 }
 
 // reconcileRegistration registers an exposed, running agent (the Registrar decides between a discovery, a
-// heartbeat and nothing) and deregisters one that is no longer exposed or running. A failed handshake, or the
+// heartbeat and nothing) and deregisters one that is no longer exposed or has no available pod left. A failed handshake, or the
 // third failed heartbeat in a row, sets MCPHandshakeFailed and status.registered=false; the discovery is
 // retried at the health interval.
 func (r *AgentDeploymentReconciler) reconcileRegistration(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment, obs *observed) error {
 	expose := ad.Spec.MCP != nil && ad.Spec.MCP.Expose
-	running := obs.deployment != nil && obs.deployment.Status.AvailableReplicas >= ad.Spec.Replicas.Min
+	available := int32(0)
+	if obs.deployment != nil {
+		available = obs.deployment.Status.AvailableReplicas
+	}
+	// An agent is registered once it runs replicas.min pods, and stays registered while any pod serves: a rolling
+	// update or a drain that takes it below min for a while is no reason to withdraw it (and rediscover it).
+	running := available >= ad.Spec.Replicas.Min || (ad.Status.Registered && available > 0)
 	if !expose || !running {
 		if ad.Status.Registered {
 			if err := r.Registrar.Deregister(ctx, ad); err != nil {
