@@ -286,6 +286,7 @@ func (r *AgentDeploymentReconciler) SetupWithManager(ctx context.Context, mgr ct
 	if err := r.setupPodCache(mgr, b); err != nil {
 		return err
 	}
+	r.setupWakeups(b)
 	return b.WithOptions(opts.Options()).Complete(telemetry.TracedReconciler(AgentDeploymentControllerName, r))
 }
 

@@ -9,6 +9,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/agentrax/registry"
@@ -30,6 +34,27 @@ var RegistryRetryInterval = time.Second
 // back to every registered agent after that interval, without waiting for another event.
 type HeartbeatIntervaler interface {
 	HeartbeatInterval() time.Duration
+}
+
+// Waker is implemented by a Registrar that probes agents off the reconcile workers: it calls the function given
+// with an agent's key when a probe finished, and the controller reconciles that agent at once.
+type Waker interface {
+	SetWake(func(registry.Key))
+}
+
+// setupWakeups turns a Waker's wake-ups into reconcile requests.
+func (r *AgentDeploymentReconciler) setupWakeups(b *builder.Builder) {
+	w, ok := r.Registrar.(Waker)
+	if !ok {
+		return
+	}
+	wakeups := make(chan event.GenericEvent, 1024)
+	w.SetWake(func(k registry.Key) {
+		// Sent from the probe's own goroutine, never a reconcile worker's: waiting for room here is harmless.
+		wakeups <- event.GenericEvent{Object: &agentraxv1alpha1.AgentDeployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}}
+	})
+	b.WatchesRawSource(source.Channel(wakeups, &handler.EnqueueRequestForObject{}))
 }
 
 // reconcileRegistration registers an exposed, running agent (the Registrar decides between a discovery, a

@@ -23,6 +23,7 @@ import (
 	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/controllers/agentrax"
 	"github.com/quartet-dev/quartet-operator/internal/agentrax/quota"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/registry"
 	"github.com/quartet-dev/quartet-operator/internal/manager"
 	"github.com/quartet-dev/quartet-operator/internal/operator"
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
@@ -111,6 +112,13 @@ func (r *recorded) HeartbeatInterval() time.Duration {
 		return h.HeartbeatInterval()
 	}
 	return 0
+}
+
+// SetWake forwards the controller's wake-up function to the real registrar (it probes off the reconcile workers).
+func (r *recorded) SetWake(wake func(registry.Key)) {
+	if w, ok := r.real.(agentrax.Waker); ok {
+		w.SetWake(wake)
+	}
 }
 
 // Deregister looks at the API server, uncached, to record what still existed at that moment.

@@ -17,6 +17,7 @@ import (
 
 	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
 	agentraxcontrollers "github.com/quartet-dev/quartet-operator/controllers/agentrax"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/registry"
 )
 
 // registryGate sits in front of the manager's real MCP registrar: while a namespace is held its agents cannot be
@@ -54,6 +55,13 @@ func (r *registryGate) HeartbeatInterval() time.Duration {
 		return h.HeartbeatInterval()
 	}
 	return 0
+}
+
+// SetWake forwards the controller's wake-up function to the real registrar (it probes off the reconcile workers).
+func (r *registryGate) SetWake(wake func(registry.Key)) {
+	if w, ok := r.real.(agentraxcontrollers.Waker); ok {
+		w.SetWake(wake)
+	}
 }
 
 func (r *registryGate) Deregister(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment) error {
