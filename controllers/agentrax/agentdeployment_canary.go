@@ -189,7 +189,7 @@ func (r *AgentDeploymentReconciler) rolloutSpec(ctx context.Context, ad *agentra
 			}
 		}
 		if rb := ro.Rollback; rb != nil {
-			rate, err := rollout.ParseErrorRate(rb.MaxErrorRate)
+			rate, err := quota.ParseErrorRate(rb.MaxErrorRate)
 			if err != nil {
 				// Admission refuses this; a stored object from before the rule gets the strictest reading.
 				rate = 0
