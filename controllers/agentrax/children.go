@@ -79,7 +79,7 @@ func (r *AgentDeploymentReconciler) reconcileDeployment(ctx context.Context, ad 
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ad.Namespace, Name: ad.Name}}
 	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, dep, func() error {
 		if owner := metav1.GetControllerOf(dep); owner != nil && owner.UID != ad.UID {
-			return fmt.Errorf("Deployment %s/%s is controlled by %s %s, not by this agent", dep.Namespace, dep.Name,
+			return fmt.Errorf("the Deployment %s/%s is controlled by %s %s, not by this agent", dep.Namespace, dep.Name,
 				owner.Kind, owner.Name)
 		}
 		dep.OwnerReferences = slices.DeleteFunc(dep.OwnerReferences, func(o metav1.OwnerReference) bool {
