@@ -234,8 +234,17 @@ func (r *AgentDeploymentReconciler) summarize(ad *agentraxv1alpha1.AgentDeployme
 	} else if c := deploymentCondition(dep, appsv1.DeploymentProgressing); c != nil && c.Status == corev1.ConditionFalse {
 		phase, reason, msg = agentraxv1alpha1.PhaseDegraded, c.Reason, c.Message
 	}
-	if ad.Status.Phase != agentraxv1alpha1.PhaseRolloutInProgress && ad.Status.Phase != agentraxv1alpha1.PhaseRolloutFailed {
+	// A failed rollout is still pending while spec.image names the rolled-back image. A degraded stable outranks
+	// it: it is what serves, and RolloutFailed would keep the Degraded alert silent (RolloutHealthy and
+	// status.abortedVersion still tell of the failed rollout, and RolloutFailed returns once the stable recovers).
+	failed := ad.Status.Phase == agentraxv1alpha1.PhaseRolloutFailed || (ad.Status.Stage == "" &&
+		ad.Status.AbortedVersion != "" && ad.Status.AbortedVersion == ad.Spec.Image && isCanary(ad))
+	switch {
+	case ad.Status.Phase == agentraxv1alpha1.PhaseRolloutInProgress:
+	case phase == agentraxv1alpha1.PhaseDegraded || !failed:
 		ad.Status.Phase = phase
+	default:
+		ad.Status.Phase = agentraxv1alpha1.PhaseRolloutFailed
 	}
 	setCondition(ad, agentraxv1alpha1.ConditionReady, ready, reason, msg)
 	setCondition(ad, agentraxv1alpha1.ConditionReconciled, metav1.ConditionTrue, agentraxv1alpha1.ReasonReconciled,
