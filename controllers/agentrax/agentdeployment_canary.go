@@ -189,7 +189,7 @@ func (r *AgentDeploymentReconciler) rolloutSpec(ctx context.Context, ad *agentra
 			}
 		}
 		if rb := ro.Rollback; rb != nil {
-			rate, err := rollout.ParseErrorRate(rb.MaxErrorRate)
+			rate, err := quota.ParseErrorRate(rb.MaxErrorRate)
 			if err != nil {
 				// Admission refuses this; a stored object from before the rule gets the strictest reading.
 				rate = 0
@@ -257,7 +257,13 @@ func (r *AgentDeploymentReconciler) observeCanary(ctx context.Context, ad *agent
 		return o, err
 	default:
 		o.Canary = rollout.CanaryObservation{Present: canary.DeletionTimestamp == nil,
-			Replicas: ptr.Deref(canary.Spec.Replicas, 1), RolledOut: rolledOut(canary)}
+			Replicas: ptr.Deref(canary.Spec.Replicas, 1), RolledOut: rolledOut(canary),
+			AvailableReplicas: canary.Status.AvailableReplicas}
+		crashed, err := r.crashedCanaryPod(ctx, ad)
+		if err != nil {
+			return o, err
+		}
+		o.Canary.Unavailable = canary.Status.AvailableReplicas < 1 || crashed
 		if c := agentContainer(&canary.Spec.Template.Spec); c != nil {
 			o.Canary.Image = c.Image
 		}
@@ -300,6 +306,33 @@ func rolledOut(d *appsv1.Deployment) bool {
 		s.Replicas == s.UpdatedReplicas
 }
 
+// crashedCanaryPod tells whether a canary pod's container crashed and is not ready (restarted, waiting in
+// CrashLoopBackOff, or terminated): a canary whose pods crash is unhealthy even while others still serve, and a
+// pod still starting (not ready, never restarted) is not counted, so scaling the canary never reads as a crash.
+func (r *AgentDeploymentReconciler) crashedCanaryPod(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment) (bool, error) {
+	if r.pods == nil {
+		return false, nil
+	}
+	pods := &corev1.PodList{}
+	if err := r.pods.List(ctx, pods, client.InNamespace(ad.Namespace), client.MatchingLabels{
+		agentraxv1alpha1.LabelName: ad.Name, agentraxv1alpha1.LabelVariant: agentraxv1alpha1.VariantCanary}); err != nil {
+		return false, err
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			w := cs.State.Waiting
+			if !cs.Ready && (cs.RestartCount > 0 || cs.State.Terminated != nil || (w != nil && w.Reason == "CrashLoopBackOff")) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
 // act carries out one action; each is idempotent, so a replayed decision is harmless.
 func (r *AgentDeploymentReconciler) act(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment, obs *observed, a rollout.Action) error {
 	switch a.Kind {
@@ -317,6 +350,10 @@ func (r *AgentDeploymentReconciler) act(ctx context.Context, ad *agentraxv1alpha
 		return r.setWeights(ctx, ad, a.StableWeight, a.CanaryWeight)
 	case rollout.ActionSetStableImage:
 		dep := obs.deployment
+		if dep == nil {
+			// Not created yet (or deleted): reconcileDeployment writes the image the status names.
+			return nil
+		}
 		c := agentContainer(&dep.Spec.Template.Spec)
 		if c == nil || c.Image == a.Image {
 			return nil

@@ -143,7 +143,8 @@ func (r *AgentDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 }
 
 // finalize deregisters the agent while its Service still exists (the Service's own finalizer keeps it, whatever
-// the propagation policy), then releases the Service and removes the agent's finalizer.
+// the propagation policy) and its pods still run (the stable Deployment is no garbage-collector dependent), then
+// deletes the stable Deployment, releases the Service and removes the agent's finalizer.
 func (r *AgentDeploymentReconciler) finalize(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment) error {
 	if !controllerutil.ContainsFinalizer(ad, agentraxv1alpha1.Finalizer) {
 		return nil
@@ -151,6 +152,10 @@ func (r *AgentDeploymentReconciler) finalize(ctx context.Context, ad *agentraxv1
 	if err := r.Registrar.Deregister(ctx, ad); err != nil {
 		r.Recorder.Eventf(ad, nil, corev1.EventTypeWarning, "DeregisterFailed", "Finalize", "deregistering from the MCP registry: %v", err)
 		return fmt.Errorf("deregistering %s/%s from the MCP registry: %w", ad.Namespace, ad.Name, err)
+	}
+	// Only now may the backends go: the registry no longer sends anyone to them.
+	if err := r.deleteStableDeployment(ctx, ad); err != nil {
+		return fmt.Errorf("deleting Deployment %s/%s after deregistration: %w", ad.Namespace, ad.Name, err)
 	}
 	svc := &corev1.Service{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: ad.Namespace, Name: ad.Name}, svc); err == nil {
@@ -229,8 +234,17 @@ func (r *AgentDeploymentReconciler) summarize(ad *agentraxv1alpha1.AgentDeployme
 	} else if c := deploymentCondition(dep, appsv1.DeploymentProgressing); c != nil && c.Status == corev1.ConditionFalse {
 		phase, reason, msg = agentraxv1alpha1.PhaseDegraded, c.Reason, c.Message
 	}
-	if ad.Status.Phase != agentraxv1alpha1.PhaseRolloutInProgress && ad.Status.Phase != agentraxv1alpha1.PhaseRolloutFailed {
+	// A failed rollout is still pending while spec.image names the rolled-back image. A degraded stable outranks
+	// it: it is what serves, and RolloutFailed would keep the Degraded alert silent (RolloutHealthy and
+	// status.abortedVersion still tell of the failed rollout, and RolloutFailed returns once the stable recovers).
+	failed := ad.Status.Phase == agentraxv1alpha1.PhaseRolloutFailed || (ad.Status.Stage == "" &&
+		ad.Status.AbortedVersion != "" && ad.Status.AbortedVersion == ad.Spec.Image && isCanary(ad))
+	switch {
+	case ad.Status.Phase == agentraxv1alpha1.PhaseRolloutInProgress:
+	case phase == agentraxv1alpha1.PhaseDegraded || !failed:
 		ad.Status.Phase = phase
+	default:
+		ad.Status.Phase = agentraxv1alpha1.PhaseRolloutFailed
 	}
 	setCondition(ad, agentraxv1alpha1.ConditionReady, ready, reason, msg)
 	setCondition(ad, agentraxv1alpha1.ConditionReconciled, metav1.ConditionTrue, agentraxv1alpha1.ReasonReconciled,
@@ -266,7 +280,8 @@ func (r *AgentDeploymentReconciler) SetupWithManager(ctx context.Context, mgr ct
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(AgentDeploymentControllerName).
 		For(&agentraxv1alpha1.AgentDeployment{}).
-		Owns(&appsv1.Deployment{}).
+		// Agent Deployments by their labels: the stable one has no owner reference (reconcileDeployment).
+		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(agentOfDeployment)).
 		Owns(&corev1.Service{}).
 		Owns(&autoscalingv2.HorizontalPodAutoscaler{}).
 		Watches(&agentraxv1alpha1.TenantQuota{}, handler.EnqueueRequestsFromMapFunc(r.agentsOfQuota),
@@ -280,6 +295,7 @@ func (r *AgentDeploymentReconciler) SetupWithManager(ctx context.Context, mgr ct
 	if err := r.setupPodCache(mgr, b); err != nil {
 		return err
 	}
+	r.setupWakeups(b)
 	return b.WithOptions(opts.Options()).Complete(telemetry.TracedReconciler(AgentDeploymentControllerName, r))
 }
 

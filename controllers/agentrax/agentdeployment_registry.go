@@ -9,6 +9,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/agentrax/registry"
@@ -32,13 +36,40 @@ type HeartbeatIntervaler interface {
 	HeartbeatInterval() time.Duration
 }
 
+// Waker is implemented by a Registrar that probes agents off the reconcile workers: it calls the function given
+// with an agent's key when a probe finished, and the controller reconciles that agent at once.
+type Waker interface {
+	SetWake(func(registry.Key))
+}
+
+// setupWakeups turns a Waker's wake-ups into reconcile requests.
+func (r *AgentDeploymentReconciler) setupWakeups(b *builder.Builder) {
+	w, ok := r.Registrar.(Waker)
+	if !ok {
+		return
+	}
+	wakeups := make(chan event.GenericEvent, 1024)
+	w.SetWake(func(k registry.Key) {
+		// Sent from the probe's own goroutine, never a reconcile worker's: waiting for room here is harmless.
+		wakeups <- event.GenericEvent{Object: &agentraxv1alpha1.AgentDeployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}}
+	})
+	b.WatchesRawSource(source.Channel(wakeups, &handler.EnqueueRequestForObject{}))
+}
+
 // reconcileRegistration registers an exposed, running agent (the Registrar decides between a discovery, a
-// heartbeat and nothing) and deregisters one that is no longer exposed or running. A failed handshake, or the
+// heartbeat and nothing) and deregisters one that is no longer exposed or has no available pod left. A failed handshake, or the
 // third failed heartbeat in a row, sets MCPHandshakeFailed and status.registered=false; the discovery is
 // retried at the health interval.
 func (r *AgentDeploymentReconciler) reconcileRegistration(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment, obs *observed) error {
 	expose := ad.Spec.MCP != nil && ad.Spec.MCP.Expose
-	running := obs.deployment != nil && obs.deployment.Status.AvailableReplicas >= ad.Spec.Replicas.Min
+	available := int32(0)
+	if obs.deployment != nil {
+		available = obs.deployment.Status.AvailableReplicas
+	}
+	// An agent is registered once it runs replicas.min pods, and stays registered while any pod serves: a rolling
+	// update or a drain that takes it below min for a while is no reason to withdraw it (and rediscover it).
+	running := available >= ad.Spec.Replicas.Min || (ad.Status.Registered && available > 0)
 	if !expose || !running {
 		if ad.Status.Registered {
 			if err := r.Registrar.Deregister(ctx, ad); err != nil {

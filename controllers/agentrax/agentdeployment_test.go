@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -107,7 +108,8 @@ func TestChildrenAndSelfHealing(t *testing.T) {
 		g.Expect(c.Ports[0].ContainerPort).To(Equal(int32(8080)))
 		g.Expect(c.Args).To(Equal([]string{"--serve"}))
 		g.Expect(c.Resources.Limits).To(HaveKey(corev1.ResourceName("nvidia.com/gpu")))
-		g.Expect(metav1.IsControlledBy(dep, ad)).To(BeTrue())
+		g.Expect(dep.OwnerReferences).To(BeEmpty(),
+			"no garbage-collector dependent: finalize deletes it only after the agent is deregistered")
 
 		svc := &corev1.Service{}
 		g.Expect(env.Client.Get(ctx, key, svc)).To(Succeed())
@@ -216,6 +218,11 @@ func TestSteadyStateMakesNoWrites(t *testing.T) {
 	g.Expect(env.Client.Create(ctx, tenantQuota(ns, "q", 5, 4, 20, 10))).To(Succeed())
 	ad := agentDeployment(ns, "steady", "q", 1, 3, 1)
 	ad.Spec.Env = append(ad.Spec.Env, corev1.EnvVar{Name: "POD", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}})
+	// Probes as a user writes them, without the fields the API server defaults.
+	ad.Spec.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+		Path: "/healthz", Port: intstr.FromString("http")}}}
+	ad.Spec.StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{
+		Port: intstr.FromString("http")}}, FailureThreshold: 60}
 	g.Expect(env.Client.Create(ctx, ad)).To(Succeed())
 	key := client.ObjectKeyFromObject(ad)
 	objs := map[string]client.Object{
@@ -240,6 +247,11 @@ func TestSteadyStateMakesNoWrites(t *testing.T) {
 		out["TenantQuota"] = getQuota(g, ns, "q").ResourceVersion
 		return out
 	}
+	c := objs["Deployment"].(*appsv1.Deployment).Spec.Template.Spec.Containers[0]
+	g.Expect(c.ReadinessProbe).NotTo(BeNil(), "the agent's readiness probe reaches its pods")
+	g.Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal("/healthz"))
+	g.Expect(c.StartupProbe).NotTo(BeNil(), "the agent's startup probe reaches its pods")
+	g.Expect(c.StartupProbe.FailureThreshold).To(Equal(int32(60)))
 	// Let the first passes settle, then poke the controllers with an annotation (no generation change).
 	var settled map[string]string
 	g.Eventually(func(g Gomega) {

@@ -110,6 +110,9 @@ type rig struct {
 	// holdCanary makes the stand-in Gateway leave routes that send traffic to the canary unaccepted (as a slow
 	// Gateway would), so a test can look at the rollout while it waits at its first step.
 	holdCanary atomic.Bool
+	// refuseAll makes the stand-in Gateway accept no new route generation at all, as one whose allowedRoutes
+	// exclude the namespace (or a parentRef with a typo) would.
+	refuseAll atomic.Bool
 }
 
 // newRig creates the agent at v1 with strategy Canary (steps 25 % → pause 4s → 50 % → pause 4s → 100 % →
@@ -282,7 +285,7 @@ func (r *rig) accept(ctx context.Context, route *gatewayv1.HTTPRoute) {
 			}
 		}
 	}
-	if canary > 0 && r.holdCanary.Load() {
+	if r.refuseAll.Load() || (canary > 0 && r.holdCanary.Load()) {
 		return
 	}
 	if wrote, err := testenv.AcceptRoute(ctx, env.Client, route); !wrote || err != nil {

@@ -2,7 +2,9 @@ package agentrax
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -10,10 +12,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 
@@ -65,9 +69,22 @@ func agentContainer(pod *corev1.PodSpec) *corev1.Container {
 
 // reconcileDeployment writes the stable Deployment. spec.replicas is set only when the Deployment is created:
 // after that the HPA owns it, and writing it back would fight the autoscaler.
+//
+// The stable Deployment carries no owner reference to the agent: the garbage collector would delete it, and
+// with it the pods behind the registered endpoint, the moment the agent is deleted with Foreground propagation
+// (an owner's finalizer does not hold its dependents), while the agent is still in the MCP registry. finalize
+// deletes it once the agent is deregistered; until then it is found by name and by its labels, and a reference
+// written by an older operator is removed here.
 func (r *AgentDeploymentReconciler) reconcileDeployment(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment, obs *observed) error {
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ad.Namespace, Name: ad.Name}}
 	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, dep, func() error {
+		if owner := metav1.GetControllerOf(dep); owner != nil && owner.UID != ad.UID {
+			return fmt.Errorf("the Deployment %s/%s is controlled by %s %s, not by this agent", dep.Namespace, dep.Name,
+				owner.Kind, owner.Name)
+		}
+		dep.OwnerReferences = slices.DeleteFunc(dep.OwnerReferences, func(o metav1.OwnerReference) bool {
+			return o.UID == ad.UID
+		})
 		labels := childLabels(ad)
 		dep.Labels = mergeLabels(dep.Labels, labels)
 		if dep.CreationTimestamp.IsZero() {
@@ -76,10 +93,38 @@ func (r *AgentDeploymentReconciler) reconcileDeployment(ctx context.Context, ad 
 		}
 		dep.Spec.Template.Labels = mergeLabels(dep.Spec.Template.Labels, labels)
 		writeAgentPod(&dep.Spec.Template.Spec, ad, stableImage(ad))
-		return controllerutil.SetControllerReference(ad, dep, r.Scheme())
+		return nil
 	})
 	obs.deployment = dep
 	return err
+}
+
+// deleteStableDeployment deletes the agent's stable Deployment (and so its pods) once the agent is deregistered,
+// unless the agent was deleted with Orphan propagation. Only a Deployment carrying the agent's labels is deleted.
+func (r *AgentDeploymentReconciler) deleteStableDeployment(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment) error {
+	if controllerutil.ContainsFinalizer(ad, metav1.FinalizerOrphanDependents) {
+		return nil
+	}
+	dep := &appsv1.Deployment{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: ad.Namespace, Name: ad.Name}, dep); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if dep.Labels[agentraxv1alpha1.LabelName] != ad.Name || dep.Labels[agentraxv1alpha1.LabelAgent] != "true" ||
+		metav1.GetControllerOf(dep) != nil || dep.DeletionTimestamp != nil {
+		return nil
+	}
+	return client.IgnoreNotFound(r.Delete(ctx, dep, client.PropagationPolicy(metav1.DeletePropagationBackground),
+		client.Preconditions{UID: &dep.UID}))
+}
+
+// agentOfDeployment maps an agent's Deployment (stable or canary) to its agent by its labels: the stable one has
+// no owner reference to map by.
+func agentOfDeployment(_ context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	if l[agentraxv1alpha1.LabelAgent] != "true" || l[agentraxv1alpha1.LabelName] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: l[agentraxv1alpha1.LabelName]}}}
 }
 
 // writeAgentPod sets what the operator owns in an agent pod template (stable or canary): the agent container and a
@@ -96,6 +141,8 @@ func writeAgentPod(pod *corev1.PodSpec, ad *agentraxv1alpha1.AgentDeployment, im
 	c.Env = normalizedEnv(ad.Spec.Env)
 	c.Resources = ad.Spec.Resources
 	c.Ports = []corev1.ContainerPort{{Name: portName, ContainerPort: ad.Spec.Port, Protocol: corev1.ProtocolTCP}}
+	c.ReadinessProbe = normalizedProbe(ad.Spec.ReadinessProbe)
+	c.StartupProbe = normalizedProbe(ad.Spec.StartupProbe)
 	c.SecurityContext = &corev1.SecurityContext{
 		AllowPrivilegeEscalation: ptr.To(false),
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
@@ -106,6 +153,28 @@ func writeAgentPod(pod *corev1.PodSpec, ad *agentraxv1alpha1.AgentDeployment, im
 	// token, so an AgentDeployment cannot lend an agent image whatever rights that account was granted (the
 	// escalation guard refuses any other pod template from the operator).
 	pod.AutomountServiceAccountToken = ptr.To(false)
+}
+
+// normalizedProbe fills in what the API server defaults in a probe, so an unchanged spec compares equal and the
+// Deployment is not rewritten on every reconcile.
+func normalizedProbe(p *corev1.Probe) *corev1.Probe {
+	if p == nil {
+		return nil
+	}
+	out := p.DeepCopy()
+	def := func(v *int32, d int32) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&out.TimeoutSeconds, 1)
+	def(&out.PeriodSeconds, 10)
+	def(&out.SuccessThreshold, 1)
+	def(&out.FailureThreshold, 3)
+	if h := out.HTTPGet; h != nil && h.Scheme == "" {
+		h.Scheme = corev1.URISchemeHTTP
+	}
+	return out
 }
 
 // normalizedEnv fills in what the API server defaults in a pod template, so an unchanged spec compares equal.

@@ -23,6 +23,7 @@ import (
 	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/controllers/agentrax"
 	"github.com/quartet-dev/quartet-operator/internal/agentrax/quota"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/registry"
 	"github.com/quartet-dev/quartet-operator/internal/manager"
 	"github.com/quartet-dev/quartet-operator/internal/operator"
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
@@ -49,7 +50,8 @@ func TestMain(m *testing.M) {
 		Controllers: []string{agentrax.AgentDeploymentControllerName, agentrax.TenantQuotaControllerName},
 		// Cluster mode: agent Deployments become Available through the Deployment controller and the simulated
 		// kubelet, the HPA controller takes the autoscalers and the garbage collector deletes children.
-		Cluster: &testenv.ClusterOptions{},
+		// CrashLoopStage lets a test crash a running canary's pods by labelling them.
+		Cluster: &testenv.ClusterOptions{ExtraStages: []byte(testenv.CrashLoopStage)},
 		Manager: func(o *manager.Options) {
 			canaryManagerOptions(o)
 			registryOptions(&leaderURL)(o)
@@ -110,6 +112,13 @@ func (r *recorded) HeartbeatInterval() time.Duration {
 		return h.HeartbeatInterval()
 	}
 	return 0
+}
+
+// SetWake forwards the controller's wake-up function to the real registrar (it probes off the reconcile workers).
+func (r *recorded) SetWake(wake func(registry.Key)) {
+	if w, ok := r.real.(agentrax.Waker); ok {
+		w.SetWake(wake)
+	}
 }
 
 // Deregister looks at the API server, uncached, to record what still existed at that moment.

@@ -124,7 +124,10 @@ func startRegistry(mgr ctrl.Manager, s RegistrySettings, dial *devdial.Map) (*re
 		log.Info("health interval forced below the TTL so that 3 failed heartbeats deregister before expiry",
 			"requested", s.HealthInterval.String(), "used", interval.String(), "ttl", ttl.String())
 	}
+	// Probes run on workers of their own, each with its own deadline: an agent that does not answer (a network
+	// policy dropping the operator's packets) costs a probe slot, never one of the reconcile workers.
 	adapter := &registration.Adapter{Interval: interval, RelistInterval: s.RelistInterval,
+		ProbeWorkers: registration.DefaultProbeWorkers, ProbeTimeout: registration.DefaultProbeTimeout,
 		ListenForToolChanges: s.ListenToolChanges,
 		Registrar:            &registry.Registrar{Registry: reg, Client: &mcp.Client{HTTP: dial.HTTPClient()}}}
 	// A leader-election runnable (the default): the listeners stop when this replica stops leading, with the

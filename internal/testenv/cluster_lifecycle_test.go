@@ -19,49 +19,11 @@ import (
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
 )
 
-// crashLoopLabel marks the pods the extra kwok stage of this package (crashLoopStage) sends into CrashLoopBackOff.
-const crashLoopLabel = "testenv.quartet.dev/simulate"
+// crashLoopLabel is the label testenv.CrashLoopStage selects.
+const crashLoopLabel = testenv.CrashLoopLabel
 
-// crashLoopStage is the ClusterOptions.ExtraStages of this package: a running pod labelled
-// testenv.quartet.dev/simulate=crash-loop has its containers crash — not Ready, waiting in CrashLoopBackOff after
-// three restarts — as a real kubelet reports a container that keeps exiting. It only matches Ready pods, so it
-// applies once.
-const crashLoopStage = `apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata:
-  name: testenv-pod-crash-loop
-spec:
-  resourceRef: {apiGroup: v1, kind: Pod}
-  selector:
-    matchLabels:
-      ` + crashLoopLabel + `: crash-loop
-    matchExpressions:
-    - key: .metadata.deletionTimestamp
-      operator: DoesNotExist
-    - key: .status.phase
-      operator: In
-      values: [Running]
-    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
-      operator: In
-      values: ["True"]
-  next:
-    statusTemplate: |
-      {{ $now := Now }}
-      conditions:
-      - {type: ContainersReady, status: "False", reason: ContainersNotReady, lastTransitionTime: {{ $now | Quote }}}
-      - {type: Ready, status: "False", reason: ContainersNotReady, lastTransitionTime: {{ $now | Quote }}}
-      containerStatuses:
-      {{ range .spec.containers }}
-      - name: {{ .name | Quote }}
-        image: {{ .image | Quote }}
-        imageID: ""
-        ready: false
-        started: false
-        restartCount: 3
-        lastState: {terminated: {exitCode: 1, reason: Error, startedAt: {{ $now | Quote }}, finishedAt: {{ $now | Quote }}}}
-        state: {waiting: {reason: CrashLoopBackOff, message: "back-off restarting failed container"}}
-      {{ end }}
-`
+// crashLoopStage is the ClusterOptions.ExtraStages of this package.
+const crashLoopStage = testenv.CrashLoopStage
 
 // ClusterOptions.ExtraStages reach kwok: a pod the package's extra stage selects runs, then crashes into
 // CrashLoopBackOff, while an unlabelled pod beside it stays Ready.

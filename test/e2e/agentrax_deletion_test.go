@@ -8,6 +8,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +17,7 @@ import (
 
 	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
 	agentraxcontrollers "github.com/quartet-dev/quartet-operator/controllers/agentrax"
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/registry"
 )
 
 // registryGate sits in front of the manager's real MCP registrar: while a namespace is held its agents cannot be
@@ -55,6 +57,13 @@ func (r *registryGate) HeartbeatInterval() time.Duration {
 	return 0
 }
 
+// SetWake forwards the controller's wake-up function to the real registrar (it probes off the reconcile workers).
+func (r *registryGate) SetWake(wake func(registry.Key)) {
+	if w, ok := r.real.(agentraxcontrollers.Waker); ok {
+		w.SetWake(wake)
+	}
+}
+
 func (r *registryGate) Deregister(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment) error {
 	r.mu.Lock()
 	held := r.held[ad.Namespace]
@@ -79,7 +88,9 @@ func (r *registryGate) serviceExistedAtDeregistration(ns, name string) []bool {
 	return append([]bool(nil), r.services[ns+"/"+name]...)
 }
 
-// Deleting an agent deregisters it while its Service still exists, under background and foreground propagation:
+// Deleting an agent deregisters it while its Service still exists and its pods still run (the stable Deployment
+// is no garbage-collector dependent: the operator deletes it after the deregistration), under background and
+// foreground propagation:
 // here the real garbage collector deletes the children. Under Foreground it does so at once, while the agent
 // waits for its own finalizer, so only a finalizer the operator holds on the Service keeps the agent reachable
 // until its registry entry is gone — that case fails without it. Under Background the collector leaves the
@@ -117,6 +128,15 @@ func TestAgentIsDeregisteredBeforeItsServiceGoes(t *testing.T) {
 				g.Expect(env.Client.Get(ctx, key, &agentraxv1alpha1.AgentDeployment{})).To(Succeed())
 				svc := &corev1.Service{}
 				g.Expect(env.Client.Get(ctx, key, svc)).To(Succeed(), "the Service outlives the registry entry")
+				// And so do the backends behind it: the Deployment and its running pods.
+				dep := &appsv1.Deployment{}
+				g.Expect(env.Client.Get(ctx, key, dep)).To(Succeed(), "the Deployment outlives the registry entry")
+				g.Expect(dep.DeletionTimestamp).To(BeNil(), "the Deployment is not being deleted")
+				g.Expect(dep.Status.AvailableReplicas).To(BeNumerically(">=", 1), "the agent's pods still serve")
+				pods := &corev1.PodList{}
+				g.Expect(env.Client.List(ctx, pods, client.InNamespace(ns),
+					client.MatchingLabels{agentraxv1alpha1.LabelName: "leaving"})).To(Succeed())
+				g.Expect(pods.Items).To(ContainElement(HaveField("DeletionTimestamp", BeNil())), "a pod still runs")
 			}, 5*time.Second, 200*time.Millisecond).Should(Succeed())
 
 			gate.hold(ns, false)
@@ -125,6 +145,8 @@ func TestAgentIsDeregisteredBeforeItsServiceGoes(t *testing.T) {
 				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Service: %v", err)
 				err = env.Client.Get(ctx, key, &agentraxv1alpha1.AgentDeployment{})
 				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "agent: %v", err)
+				err = env.Client.Get(ctx, key, &appsv1.Deployment{})
+				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Deployment deleted after deregistration: %v", err)
 			}).WithTimeout(2 * time.Minute).Should(Succeed())
 			// A reconcile from a cache that has not yet seen the finalizer go may deregister once more (idempotent);
 			// the first deregistration is the one that counts.

@@ -9,9 +9,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -78,6 +80,15 @@ func tcp(ports ...int) []networkingv1.NetworkPolicyPort {
 	return out
 }
 
+func named(ports ...string) []networkingv1.NetworkPolicyPort {
+	out := make([]networkingv1.NetworkPolicyPort, 0, len(ports))
+	for _, p := range ports {
+		proto, port := corev1.ProtocolTCP, intstr.FromString(p)
+		out = append(out, networkingv1.NetworkPolicyPort{Protocol: &proto, Port: &port})
+	}
+	return out
+}
+
 func nsSelector(labels map[string]string) *metav1.LabelSelector {
 	return &metav1.LabelSelector{MatchLabels: labels}
 }
@@ -90,15 +101,18 @@ func expectRules(g Gomega, np *networkingv1.NetworkPolicy, apiServerCIDRs []stri
 	gateway, operator, monitoring := np.Spec.Ingress[0], np.Spec.Ingress[1], np.Spec.Ingress[2]
 	g.Expect(gateway.From).To(Equal([]networkingv1.NetworkPolicyPeer{
 		{NamespaceSelector: nsSelector(map[string]string{"agentrax.io/gateway": "true"})}}), "the Gateway's namespace")
-	g.Expect(gateway.Ports).To(Equal(tcp(8080)))
+	// The agent container's port is named "http" (whatever spec.port says): a number would miss every agent
+	// whose port is not 8080.
+	g.Expect(gateway.Ports).To(Equal(named("http")))
 	g.Expect(operator.From).To(Equal([]networkingv1.NetworkPolicyPeer{{
-		NamespaceSelector: nsSelector(map[string]string{"kubernetes.io/metadata.name": "quartet-operator-system"}),
-		PodSelector:       nsSelector(map[string]string{"control-plane": "controller-manager"}),
-	}}), "the operator's pods (registry probes)")
-	g.Expect(operator.Ports).To(Equal(tcp(8080)))
+		NamespaceSelector: &metav1.LabelSelector{},
+		PodSelector: nsSelector(map[string]string{"control-plane": "controller-manager",
+			"app.kubernetes.io/name": "quartet-operator"}),
+	}}), "the operator's pods (registry probes) in whatever namespace Helm or OLM installed them")
+	g.Expect(operator.Ports).To(Equal(named("http")))
 	g.Expect(monitoring.From).To(Equal([]networkingv1.NetworkPolicyPeer{
 		{NamespaceSelector: nsSelector(map[string]string{"monitoring": "enabled"})}}))
-	g.Expect(monitoring.Ports).To(Equal(tcp(8080)))
+	g.Expect(monitoring.Ports).To(Equal(named("http")))
 
 	g.Expect(np.Spec.Egress).To(HaveLen(2))
 	dns, api := np.Spec.Egress[0], np.Spec.Egress[1]
@@ -137,4 +151,54 @@ func TestTenantPolicyWithDocumentedPatch(t *testing.T) {
 `
 	stored := apply(t, build(t, "tenant-beta", patch))
 	expectRules(g, stored, []string{"172.18.0.2/32", "172.18.0.3/32"})
+}
+
+// The operator tier (config/network-policy, Helm networkPolicy.enabled) admits every port the manager serves to
+// other pods — metrics, webhooks, the MCP registry and the TargetSource refresh API — and each port it names is
+// one the manager container declares, by name or number. What a CNI then enforces is proven by traffic where
+// policies are enforced (the real-node issue), not here.
+func TestOperatorPoliciesAdmitEveryServingPort(t *testing.T) {
+	g := NewWithT(t)
+	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(),
+		filepath.Join(testenv.RepoRoot(), "config", "network-policy"))
+	g.Expect(err).NotTo(HaveOccurred())
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "manager", "manager.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	declared := map[string]int32{}
+	for _, doc := range strings.Split(string(data), "\n---") {
+		dep := &appsv1.Deployment{}
+		if yaml.Unmarshal([]byte(doc), dep) != nil || dep.Kind != "Deployment" {
+			continue
+		}
+		for _, c := range dep.Spec.Template.Spec.Containers {
+			for _, p := range c.Ports {
+				declared[p.Name] = p.ContainerPort
+			}
+		}
+	}
+	g.Expect(declared).NotTo(BeEmpty())
+	admitted := map[int32]bool{}
+	ns := "operator-tier"
+	for _, r := range res.Resources() {
+		y, err := r.AsYAML()
+		g.Expect(err).NotTo(HaveOccurred())
+		np := &networkingv1.NetworkPolicy{}
+		g.Expect(yaml.UnmarshalStrict(y, np)).To(Succeed())
+		np.Namespace = ns
+		stored := apply(t, np)
+		for _, rule := range stored.Spec.Ingress {
+			for _, p := range rule.Ports {
+				port := p.Port.IntVal
+				if p.Port.Type == intstr.String {
+					n, ok := declared[p.Port.StrVal]
+					g.Expect(ok).To(BeTrue(), "%s names port %q, which the manager container does not declare", np.Name, p.Port.StrVal)
+					port = n
+				}
+				admitted[port] = true
+			}
+		}
+	}
+	for _, port := range []int32{8443, 9443, 9090, 8082} {
+		g.Expect(admitted).To(HaveKey(port), "port %d of the manager is admitted", port)
+	}
 }

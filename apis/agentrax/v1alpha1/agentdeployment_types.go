@@ -274,6 +274,19 @@ type AgentDeploymentSpec struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Arguments"
 	Args []string `json:"args,omitempty"`
+	// ReadinessProbe of the agent container (stable and canary pods): a pod gets traffic only while it passes, and
+	// a canary whose pods stop passing it is unavailable, which rolls it back at the next analysis. Without it a
+	// pod is ready as soon as its container starts (a pod still loading a model would get traffic and be judged).
+	// A port may be named: the agent's port is called "http".
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Readiness probe"
+	ReadinessProbe *corev1.Probe `json:"readinessProbe,omitempty"`
+	// StartupProbe of the agent container: the readiness probe (and the canary's analysis, which waits for
+	// available pods) starts only once it passed, so a slow warm-up (a model loading) is neither restarted nor
+	// judged. successThreshold must be 1.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Startup probe"
+	StartupProbe *corev1.Probe `json:"startupProbe,omitempty"`
 }
 
 // AgentDeploymentStatus is the observed state of an AgentDeployment.

@@ -43,8 +43,13 @@ func TestDecideBatch(t *testing.T) {
 			ops: []Op{dry(create("a", 2, 0)), dry(create("b", 3, 0))}, refused: []bool{false, true},
 			want: []agentraxv1alpha1.Reservation{res("x", 8, 0)}},
 		"releasing an unknown name changes nothing": {ops: []Op{{Name: "ghost", Release: true}}, refused: []bool{false}},
-		"an update whose growth is covered writes nothing": {ledger: []agentraxv1alpha1.Reservation{res("a", 4, 4)},
+		// The write (a fresh reservedAt, amounts kept) is the barrier against the TenantQuota controller lowering
+		// the covering reservation from a spec it read before the update.
+		"an update whose growth is covered still writes the reservation": {ledger: []agentraxv1alpha1.Reservation{res("a", 4, 4)},
 			ops:     []Op{{Name: "a", New: Demand{Replicas: 3, GPUs: 3, GPUsPerPod: 1}, Old: &Demand{Replicas: 2, GPUs: 2, GPUsPerPod: 1}}},
+			refused: []bool{false}, want: []agentraxv1alpha1.Reservation{resAt("a", 4, 4, now)}, changed: true},
+		"an update that grows nothing writes nothing": {ledger: []agentraxv1alpha1.Reservation{res("a", 4, 4)},
+			ops:     []Op{{Name: "a", New: Demand{Replicas: 2, GPUs: 2, GPUsPerPod: 1}, Old: &Demand{Replicas: 3, GPUs: 3, GPUsPerPod: 1}}},
 			refused: []bool{false}, want: []agentraxv1alpha1.Reservation{res("a", 4, 4)}},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -60,13 +60,17 @@ func GPUsPerPod(r corev1.ResourceRequirements, gpu corev1.ResourceName) int64 {
 }
 
 // CanaryActive tells whether ad is (or, being admitted with a new image or a retry, is about to be) running a
-// canary: the strategy is Canary and the spec's image differs from the stable one and from the image whose canary
-// was last rolled back (that one is not retried unless RetryRequested), or the status says a canary runs.
+// canary: the strategy is Canary with a traffic block and the spec's image differs from the stable one and from the
+// image whose canary was last rolled back (that one is not retried unless RetryRequested), or the status says a
+// canary runs.
 func CanaryActive(ad *agentraxv1alpha1.AgentDeployment) bool {
 	if ad.Status.CanaryVersion != "" || ad.Status.Phase == agentraxv1alpha1.PhaseRolloutInProgress {
 		return true
 	}
-	canary := ad.Spec.Rollout != nil && ad.Spec.Rollout.Strategy == agentraxv1alpha1.StrategyCanary
+	// Without spec.rollout.traffic the controller never starts the canary (nothing could send it traffic), so
+	// nothing is charged for it: the charge would otherwise be held for ever.
+	canary := ad.Spec.Rollout != nil && ad.Spec.Rollout.Strategy == agentraxv1alpha1.StrategyCanary &&
+		ad.Spec.Rollout.Traffic != nil
 	return canary && ad.Status.StableVersion != "" && ad.Spec.Image != ad.Status.StableVersion &&
 		(ad.Spec.Image != ad.Status.AbortedVersion || RetryRequested(ad))
 }
@@ -169,7 +173,7 @@ type Decision struct {
 	// Errors names every ceiling the request would break; empty means admitted.
 	Errors field.ErrorList
 	// Reserve is the reservation to record when admitted; nil when the ledger need not change (an update that
-	// grows nothing, or whose growth is already covered).
+	// grows nothing). A growth an existing reservation covers is recorded again, amounts kept, as a barrier.
 	Reserve *agentraxv1alpha1.Reservation
 }
 
@@ -220,9 +224,12 @@ func Admit(req Request) Decision {
 	if len(errs) > 0 {
 		return Decision{Errors: errs}
 	}
-	if existing >= 0 && reserve.Replicas == entry.Replicas && reserve.GPUs == entry.GPUs {
+	if existing >= 0 && reserve.Replicas == entry.Replicas && reserve.GPUs == entry.GPUs && !growsReplicas && !growsGPUs {
 		return Decision{}
 	}
+	// A growth the reservation already covers is still written (with a fresh reservedAt): the write is the
+	// barrier against the TenantQuota controller lowering that reservation from a spec read before this update
+	// (its write then conflicts and it settles again, leaving the fresh reservation alone for its grace period).
 	return Decision{Reserve: &reserve}
 }
 

@@ -29,7 +29,8 @@ var seedQuota = agentraxv1alpha1.TenantQuotaSpec{MaxAgents: 5, MaxGPUs: 8, MaxTo
 
 func TestDemandOf(t *testing.T) {
 	canary := func(ad *agentraxv1alpha1.AgentDeployment, weights ...int32) *agentraxv1alpha1.AgentDeployment {
-		ad.Spec.Rollout = &agentraxv1alpha1.RolloutSpec{Strategy: agentraxv1alpha1.StrategyCanary}
+		ad.Spec.Rollout = &agentraxv1alpha1.RolloutSpec{Strategy: agentraxv1alpha1.StrategyCanary,
+			Traffic: &agentraxv1alpha1.TrafficSpec{RouteName: "r"}}
 		for _, w := range weights {
 			ad.Spec.Rollout.Steps = append(ad.Spec.Rollout.Steps, agentraxv1alpha1.RolloutStep{SetWeight: &w})
 		}
@@ -65,6 +66,13 @@ func TestDemandOf(t *testing.T) {
 			ad := canary(agent(4, "1"), 100)
 			ad.Status.AbortedVersion, ad.Status.RetriedRollout = ad.Spec.Image, "2"
 			ad.Annotations = map[string]string{agentraxv1alpha1.AnnotationRetryRollout: "2"}
+			return ad
+		}(), Demand{Replicas: 4, GPUs: 4, GPUsPerPod: 1}},
+		// The controller never starts a canary without a route to send it traffic (RolloutHealthy NoTrafficRoute):
+		// charging one would hold the charge for ever.
+		"canary strategy without a traffic block is not charged": {func() *agentraxv1alpha1.AgentDeployment {
+			ad := canary(agent(4, "1"), 100)
+			ad.Spec.Rollout.Traffic = nil
 			return ad
 		}(), Demand{Replicas: 4, GPUs: 4, GPUsPerPod: 1}},
 		"canary strategy, same image": {func() *agentraxv1alpha1.AgentDeployment {
@@ -148,9 +156,15 @@ func TestAdmit(t *testing.T) {
 			new:    Demand{Replicas: 5, GPUs: 4, GPUsPerPod: 1}, old: ptr(d(4, 1)),
 			wantEntry: &agentraxv1alpha1.Reservation{Name: "a", Replicas: 5, GPUs: 4},
 		},
+		// Written again all the same, amounts kept: the write is the barrier against the TenantQuota controller
+		// lowering the stale reservation from the spec it read before this update.
 		"stale larger reservation already covers the growth": {
 			spec: seedQuota, ledger: []agentraxv1alpha1.Reservation{res("a", 8, 0)},
-			new: d(6, 0), old: ptr(d(4, 0)),
+			new: d(6, 0), old: ptr(d(4, 0)), wantEntry: &agentraxv1alpha1.Reservation{Name: "a", Replicas: 8},
+		},
+		"update growing nothing writes nothing": {
+			spec: seedQuota, ledger: []agentraxv1alpha1.Reservation{res("a", 8, 0)},
+			new: d(4, 0), old: ptr(d(6, 0)),
 		},
 		"create over an existing entry keeps the larger": {
 			spec: seedQuota, ledger: []agentraxv1alpha1.Reservation{res("a", 2, 6)},

@@ -43,7 +43,20 @@ type Adapter struct {
 	// ListenMaxAge bounds each stream (mcp.DefaultListenMaxAge when zero).
 	ListenMaxAge time.Duration
 
+	// ProbeWorkers, when positive, moves every discovery and heartbeat off the caller (the reconcile workers) onto
+	// at most that many probes at once, each bounded by ProbeTimeout (probes.go): a dropped or hanging agent
+	// then costs a probe slot, never a reconcile worker. Zero probes on the caller's goroutine (unit tests).
+	ProbeWorkers int
+	// ProbeTimeout bounds one probe as a whole (DefaultProbeTimeout when zero).
+	ProbeTimeout time.Duration
+	// Wake is called with an agent's key when its probe finished, so the reconciler acts on the outcome at once
+	// (SetWake; the AgentDeployment controller turns it into a reconcile request).
+	wake func(registry.Key)
+
 	mu sync.Mutex
+	// probes holds each agent's probe state when ProbeWorkers is positive (probes.go).
+	probes map[registry.Key]*probeState
+	slots  chan struct{}
 	// discovered remembers each agent's fingerprint at its last discovery; after a restart every agent is
 	// discovered once again, which is cheap and picks up changes made while no leader ran.
 	discovered map[registry.Key]discovery
@@ -106,8 +119,33 @@ func imageTag(image string) string {
 }
 
 // Register implements the reconciler's Registrar. It reports whether the agent is registered; an error means
-// the handshake failed (first registration) or the strikes ran out (MCPHandshakeFailed).
+// the handshake failed (first registration) or the strikes ran out (MCPHandshakeFailed). With ProbeWorkers it
+// never waits for the agent: it starts a probe when one is due and reports the last finished one (probes.go).
 func (a *Adapter) Register(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment) (bool, error) {
+	if a.ProbeWorkers > 0 {
+		return a.registerAsync(ad)
+	}
+	return a.probe(ctx, ad)
+}
+
+// due tells whether a discovery or a heartbeat of ad is due now (what probe would do other than answer at once).
+func (a *Adapter) due(ad *agentraxv1alpha1.AgentDeployment) bool {
+	agent := AgentOf(ad)
+	k := agent.Key()
+	_, registered := a.Registrar.Registry.Get(k)
+	a.mu.Lock()
+	last, known := a.discovered[k]
+	a.mu.Unlock()
+	relist := a.relistInterval() > 0 && a.now().Sub(last.at) >= a.relistInterval()
+	if !registered || !known || last.fingerprint != fingerprint(ad, agent) || relist {
+		return true
+	}
+	lastSeen, _, ok := a.Registrar.Registry.Liveness(k)
+	return !ok || a.now().Sub(lastSeen) >= a.Interval
+}
+
+// probe decides between a discovery, a heartbeat and nothing, and carries it out on the caller's goroutine.
+func (a *Adapter) probe(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment) (bool, error) {
 	agent := AgentOf(ad)
 	k := agent.Key()
 	_, registered := a.Registrar.Registry.Get(k)
@@ -162,8 +200,12 @@ func (a *Adapter) strike(ctx context.Context, k registry.Key, cause error) (bool
 	return true, nil
 }
 
-// Deregister implements the reconciler's Registrar.
+// Deregister implements the reconciler's Registrar. A probe of the agent still running is cancelled and waited
+// for first, so it cannot register the agent again after its entry went.
 func (a *Adapter) Deregister(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment) error {
+	if err := a.stopProbe(ctx, registry.Key{Namespace: ad.Namespace, Name: ad.Name}); err != nil {
+		return err
+	}
 	a.forget(registry.Key{Namespace: ad.Namespace, Name: ad.Name})
 	return a.Registrar.Deregister(ctx, AgentOf(ad))
 }

@@ -163,3 +163,131 @@ func TestImageChangesDuringAndAfterARollout(t *testing.T) {
 		})
 	}
 }
+
+// Promoting and RollingBack end by the progress deadline in a named state, and abort and a new image are honoured
+// in both: the route, the Deployments and the canary (with its quota charge) are left consistent.
+func TestPromotionAndRollbackEnd(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	const deadline = 5 * time.Minute
+	promoting := func(waitingSince time.Time) Status {
+		return Status{Phase: PhaseRolloutInProgress, Stage: StagePromoting, StableVersion: "v1", CanaryVersion: "v2",
+			CanaryWeight: 100, CanaryStepIndex: 6, BaselineReplicas: 1, WaitingSince: waitingSince}
+	}
+	rollingBack := func(phase Phase, waitingSince time.Time) Status {
+		return Status{Phase: phase, Stage: StageRollingBack, StableVersion: "v1", CanaryVersion: "v2",
+			CanaryWeight: 25, BaselineReplicas: 1, AbortedVersion: "v2", WaitingSince: waitingSince}
+	}
+	canary := CanaryObservation{Present: true, Image: "v2", Replicas: 1, RolledOut: true}
+	allCanary := RouteObservation{CanaryWeight: 100, Accepted: true}
+	atStableUnaccepted := RouteObservation{StableWeight: 100}
+	for _, tc := range []struct {
+		name  string
+		spec  func(*Spec)
+		st    Status
+		obs   Observation
+		stage Stage
+		phase Phase
+		// reason is RolloutHealthy's reason afterwards; actions the decided actions.
+		reason  string
+		actions []Action
+		events  []string
+	}{
+		{name: "promotion whose stable never rolls out: still waiting before the deadline", st: promoting(t0),
+			obs:   Observation{Now: t0.Add(deadline - time.Second), StableImage: "v2", Canary: canary, Route: allCanary},
+			stage: StagePromoting, phase: PhaseRolloutInProgress},
+		{name: "promotion whose stable never rolls out: reverted at the deadline", st: promoting(t0),
+			obs:   Observation{Now: t0.Add(deadline), StableImage: "v2", Canary: canary, Route: allCanary},
+			stage: StageRollingBack, phase: PhaseRolloutFailed, reason: ReasonProgressDeadlineExceeded,
+			actions: []Action{{Kind: ActionSetStableImage, Image: "v1"}, {Kind: ActionSetWeights, StableWeight: 100}},
+			events:  []string{ReasonProgressDeadlineExceeded}},
+		{name: "promotion: the timer starts on entry", st: promoting(time.Time{}),
+			obs:   Observation{Now: t0, StableImage: "v1", Canary: canary, Route: allCanary},
+			stage: StagePromoting, phase: PhaseRolloutInProgress,
+			actions: []Action{{Kind: ActionSetStableImage, Image: "v2"}}},
+		{name: "promotion aborted", spec: func(s *Spec) { s.Abort = true }, st: promoting(t0),
+			obs:   Observation{Now: t0.Add(time.Second), StableImage: "v2", Canary: canary, Route: allCanary},
+			stage: StageRollingBack, phase: PhaseRolloutFailed, reason: ReasonAborted,
+			actions: []Action{{Kind: ActionSetStableImage, Image: "v1"}, {Kind: ActionSetWeights, StableWeight: 100}},
+			events:  []string{ReasonAborted}},
+		{name: "promotion superseded by a new image", spec: func(s *Spec) { s.Image = "v3" }, st: promoting(t0),
+			obs:   Observation{Now: t0.Add(time.Second), StableImage: "v2", Canary: canary, Route: allCanary},
+			stage: StageRollingBack, phase: PhaseRolloutInProgress, reason: ReasonSuperseded,
+			actions: []Action{{Kind: ActionSetStableImage, Image: "v1"}, {Kind: ActionSetWeights, StableWeight: 100}},
+			events:  []string{ReasonSuperseded}},
+		{name: "promotion whose route is never accepted: promoted at the deadline", st: promoting(t0),
+			obs: Observation{Now: t0.Add(deadline), StableImage: "v2", StableRolledOut: true, Canary: canary,
+				Route: atStableUnaccepted},
+			stage: StageIdle, phase: PhaseRunning, reason: ReasonPromoted,
+			actions: []Action{{Kind: ActionDeleteCanary}, {Kind: ActionRestoreHPA}, {Kind: ActionRegister}},
+			events:  []string{ReasonRouteNotAccepted, ReasonPromoted}},
+		{name: "rollback whose route is never accepted: waits before the deadline",
+			st:    rollingBack(PhaseRolloutFailed, t0),
+			obs:   Observation{Now: t0.Add(deadline - time.Second), StableImage: "v1", Canary: canary, Route: atStableUnaccepted},
+			stage: StageRollingBack, phase: PhaseRolloutFailed},
+		{name: "rollback whose route is never accepted: canary removed at the deadline",
+			st:    rollingBack(PhaseRolloutFailed, t0),
+			obs:   Observation{Now: t0.Add(deadline), StableImage: "v1", Canary: canary, Route: atStableUnaccepted},
+			stage: StageIdle, phase: PhaseRolloutFailed,
+			actions: []Action{{Kind: ActionDeleteCanary}, {Kind: ActionRestoreHPA}},
+			events:  []string{ReasonRouteNotAccepted, ReasonRolledBack}},
+		{name: "rollback of a superseded canary whose route is never accepted ends Running",
+			st:    rollingBack(PhaseRolloutInProgress, t0),
+			obs:   Observation{Now: t0.Add(deadline), StableImage: "v1", Canary: canary, Route: atStableUnaccepted},
+			stage: StageIdle, phase: PhaseRunning,
+			actions: []Action{{Kind: ActionDeleteCanary}, {Kind: ActionRestoreHPA}},
+			events:  []string{ReasonRouteNotAccepted, ReasonRolledBack}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			spec := canarySpec("v2")
+			spec.ProgressDeadline = deadline
+			if tc.spec != nil {
+				tc.spec(&spec)
+			}
+			d := Decide(spec, tc.st, tc.obs)
+			g.Expect(d.Status.Stage).To(Equal(tc.stage))
+			g.Expect(d.Status.Phase).To(Equal(tc.phase))
+			g.Expect(d.Actions).To(Equal(tc.actions))
+			var reasons []string
+			for _, e := range d.Events {
+				reasons = append(reasons, e.Reason)
+			}
+			g.Expect(reasons).To(Equal(tc.events))
+			if tc.reason != "" {
+				g.Expect(cond(d.Status, ConditionRolloutHealthy).Reason).To(Equal(tc.reason))
+			}
+			if tc.stage != StageIdle {
+				g.Expect(d.RequeueAfter).To(BeNumerically(">", 0), "a waiting stage asks to be woken")
+				left := deadline - tc.obs.Now.Sub(d.Status.WaitingSince)
+				g.Expect(d.RequeueAfter).To(BeNumerically("<=", max(left, time.Second)), "never sleeps past the deadline")
+			}
+		})
+	}
+}
+
+// A canary that stops being available during a pause is rolled back at the next analysis, whatever its own
+// metrics say (the Gateway's 503s for it are not in them).
+func TestUnavailableCanaryRollsBackMidPause(t *testing.T) {
+	g := NewWithT(t)
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	st := Status{Phase: PhaseRolloutInProgress, Stage: StageProgressing, StableVersion: "v1", CanaryVersion: "v2",
+		CanaryWeight: 25, CanaryStepIndex: 1, BaselineReplicas: 4, PauseStartedAt: t0}
+	healthy := Analysis{Outcome: Measured, Window: 2 * time.Minute, Requests: 1000, ErrorRate: 0, P99: 0.05}
+	obs := Observation{Now: t0.Add(2 * time.Minute), StableReplicas: 4, Analysis: healthy,
+		Canary: CanaryObservation{Present: true, Image: "v2", Replicas: 1, RolledOut: true},
+		Route:  RouteObservation{StableWeight: 75, CanaryWeight: 25, Accepted: true}}
+	g.Expect(Decide(canarySpec("v2"), st, obs).Status.CanaryStepIndex).To(Equal(int32(2)),
+		"an available canary with good metrics passes the pause")
+	obs.Canary.Unavailable, obs.Canary.RolledOut = true, false
+	d := Decide(canarySpec("v2"), st, obs)
+	g.Expect(d.Status.Phase).To(Equal(PhaseRolloutFailed))
+	g.Expect(d.Status.Stage).To(Equal(StageRollingBack))
+	g.Expect(d.Status.AbortedVersion).To(Equal("v2"))
+	c := cond(d.Status, ConditionRolloutHealthy)
+	g.Expect(c.Reason).To(Equal(ReasonCanaryUnavailable))
+	g.Expect(c.Message).To(ContainSubstring("0 of 1 replicas available"))
+	g.Expect(d.Actions).To(Equal([]Action{{Kind: ActionSetWeights, StableWeight: 100}}))
+	// Before the pause's first analysis too.
+	obs.Now = t0.Add(time.Second)
+	g.Expect(Decide(canarySpec("v2"), st, obs).Status.Stage).To(Equal(StageRollingBack))
+}

@@ -32,6 +32,11 @@ const (
 	ReasonRolloutRetried       = "RolloutRetried"
 	// ReasonProgressDeadlineExceeded: a wait of the rollout outlasted spec.rollout.progressDeadline.
 	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
+	// ReasonRouteNotAccepted: the progress deadline passed before the Gateway accepted 100 % stable; the canary
+	// was removed anyway.
+	ReasonRouteNotAccepted = "RouteNotAccepted"
+	// ReasonCanaryUnavailable: the canary Deployment was not available at an analysis of a pause.
+	ReasonCanaryUnavailable = "CanaryUnavailable"
 )
 
 // AnalysisWindow is the range the canary's queries cover when the current step is a running pause: it grows from
@@ -332,6 +337,13 @@ func (d *decider) pause(p time.Duration) {
 		d.wait(p)
 		return
 	}
+	if c := obs.Canary; c.Unavailable {
+		// Checked at every analysis interval: the Gateway's 503s for a crashed canary are not in the app's own
+		// metrics, so its analysis alone could pass a canary that no longer serves.
+		d.rollback(ReasonCanaryUnavailable, true, "canary %s unavailable during the pause at %d%%: %d of %d replicas available",
+			st.CanaryVersion, st.CanaryWeight, c.AvailableReplicas, c.Replicas)
+		return
+	}
 	// The stable HPA keeps working; the canary follows it at the current weight.
 	if n, ok := d.canarySize(st.CanaryWeight); ok && n != obs.Canary.Replicas {
 		d.act(Action{Kind: ActionScaleCanary, Replicas: n})
@@ -432,14 +444,31 @@ func (d *decider) rollback(reason string, failed bool, format string, args ...an
 	d.rollingBack()
 }
 
-// rollingBack returns all traffic to stable and waits until the route accepted it before removing the canary, so
-// no request is ever routed to a Service without endpoints.
+// rollingBack returns all traffic (and, after a reverted promotion, the stable Deployment's image) to stable and
+// waits until the route accepted it before removing the canary, so no request is ever routed to a Service without
+// endpoints. The wait is bounded by the progress deadline: a Gateway that never accepts the route (allowedRoutes
+// excluding the namespace, a parentRef typo) does not keep the canary and its quota charge for ever — past the
+// deadline the canary is removed anyway and RouteNotAccepted says the route was never confirmed.
 func (d *decider) rollingBack() {
-	if !d.routeAtStable() {
-		return
+	st, obs := d.st(), d.obs
+	if d.spec.Abort {
+		// Already rolling back: the abort is honoured, and latched so it does not also abort the next canary.
+		st.AbortLatched = true
 	}
-	st := d.st()
-	if d.obs.Canary.Present {
+	if st.StableVersion != "" && obs.StableImage != "" && obs.StableImage != st.StableVersion {
+		// A reverted promotion: the stable Deployment goes back to the stable image. Its old pods still serve
+		// (a rolling update keeps them until new ones are available), so traffic can return to it at once.
+		d.act(Action{Kind: ActionSetStableImage, Image: st.StableVersion})
+	}
+	expired := d.deadlinePassed()
+	if !d.routeAtStable() {
+		if !expired {
+			d.waitBounded()
+			return
+		}
+		d.routeNotAccepted()
+	}
+	if obs.Canary.Present {
 		d.act(Action{Kind: ActionDeleteCanary})
 	}
 	d.act(Action{Kind: ActionRestoreHPA})
@@ -450,21 +479,61 @@ func (d *decider) rollingBack() {
 		st.CanaryVersion, st.StableVersion))
 }
 
+// routeNotAccepted records that the progress deadline passed before the Gateway confirmed 100 % stable: the
+// rollout ends anyway (the route's spec already sends nothing to the canary), saying so in a warning event and in
+// the RolloutHealthy message, whose reason (why the rollout ended) is kept.
+func (d *decider) routeNotAccepted() {
+	st := d.st()
+	msg := fmt.Sprintf("the route did not accept 100%% stable within the progress deadline %s; canary %s removed anyway",
+		FormatDuration(d.spec.ProgressDeadline), st.CanaryVersion)
+	if c := meta.FindStatusCondition(st.Conditions, ConditionRolloutHealthy); c != nil {
+		d.condition(ConditionRolloutHealthy, c.Status, c.Reason, c.Message+"; "+msg)
+	} else {
+		d.condition(ConditionRolloutHealthy, metav1.ConditionUnknown, ReasonRouteNotAccepted, msg)
+	}
+	d.event(true, ReasonRouteNotAccepted, "%s", msg)
+	st.CanaryWeight = 0
+}
+
 // promoting: the stable Deployment takes the canary's image and finishes rolling out while the canary still
-// serves, only then does traffic return to stable and the canary go away.
+// serves, only then does traffic return to stable and the canary go away. The whole stage is bounded by the
+// progress deadline, and abort and a new image are honoured in it: a stable that cannot roll out (a surge pod
+// that is never scheduled) or an abort reverts the promotion — the stable Deployment goes back to the stable
+// image and the rollout ends RolloutFailed — and a new image reverts it without failing, so the new image starts
+// its own canary.
 func (d *decider) promoting() {
 	st, obs := d.st(), d.obs
-	if obs.StableImage != st.CanaryVersion {
-		d.act(Action{Kind: ActionSetStableImage, Image: st.CanaryVersion})
-		d.wait(d.spec.AnalysisInterval)
+	switch {
+	case d.spec.Abort && !st.AbortLatched:
+		st.AbortLatched = true
+		d.rollback(ReasonAborted, true, "promotion of canary %s aborted by spec.rollout.abort", st.CanaryVersion)
+		return
+	case !d.spec.Canary || d.spec.Image != st.CanaryVersion:
+		d.rollback(ReasonSuperseded, false, "promotion of canary %s superseded: spec.image is now %s",
+			st.CanaryVersion, d.spec.Image)
 		return
 	}
-	if !obs.StableRolledOut {
-		d.wait(d.spec.AnalysisInterval)
+	expired := d.deadlinePassed()
+	if obs.StableImage != st.CanaryVersion || !obs.StableRolledOut {
+		if expired {
+			d.rollback(ReasonProgressDeadlineExceeded, true,
+				"no progress for %s waiting for the stable Deployment to roll out %s; promotion reverted to %s",
+				FormatDuration(d.spec.ProgressDeadline), st.CanaryVersion, st.StableVersion)
+			return
+		}
+		if obs.StableImage != st.CanaryVersion {
+			d.act(Action{Kind: ActionSetStableImage, Image: st.CanaryVersion})
+		}
+		d.waitBounded()
 		return
 	}
 	if !d.routeAtStable() {
-		return
+		if !expired {
+			d.waitBounded()
+			return
+		}
+		// The stable runs the new image and is rolled out: the promotion is done but for the Gateway's word.
+		d.routeNotAccepted()
 	}
 	if obs.Canary.Present {
 		d.act(Action{Kind: ActionDeleteCanary})
@@ -477,16 +546,14 @@ func (d *decider) promoting() {
 	d.finish(ReasonPromoted, fmt.Sprintf("%s promoted to stable", st.CanaryVersion))
 }
 
-// routeAtStable sends all traffic to stable and reports whether the route has accepted that.
+// routeAtStable sends all traffic to stable and reports whether the route has accepted that; the caller waits.
 func (d *decider) routeAtStable() bool {
 	r := d.obs.Route
 	if r.StableWeight != 100 || r.CanaryWeight != 0 {
 		d.act(Action{Kind: ActionSetWeights, StableWeight: 100, CanaryWeight: 0})
-		d.wait(d.spec.AnalysisInterval)
 		return false
 	}
 	if !r.Accepted {
-		d.wait(d.spec.AnalysisInterval)
 		return false
 	}
 	d.st().CanaryWeight = 0

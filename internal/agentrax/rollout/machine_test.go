@@ -27,28 +27,6 @@ func cond(st Status, typ string) metav1.Condition {
 	return metav1.Condition{}
 }
 
-func TestParseErrorRate(t *testing.T) {
-	for _, tc := range []struct {
-		in      string
-		want    float64
-		wantErr bool
-	}{
-		{"2%", 0.02, false}, {"0.5%", 0.005, false}, {"0%", 0, false}, {"100%", 1, false}, {" 5% ", 0.05, false},
-		{"2", 0, true}, {"%", 0, true}, {"-1%", 0, true}, {"101%", 0, true}, {"NaN%", 0, true}, {"two%", 0, true},
-	} {
-		t.Run(tc.in, func(t *testing.T) {
-			g := NewWithT(t)
-			got, err := ParseErrorRate(tc.in)
-			if tc.wantErr {
-				g.Expect(err).To(HaveOccurred())
-				return
-			}
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(got).To(BeNumerically("~", tc.want, 1e-12))
-		})
-	}
-}
-
 func TestCanaryReplicas(t *testing.T) {
 	for _, tc := range []struct {
 		name           string

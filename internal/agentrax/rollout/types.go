@@ -5,13 +5,11 @@
 package rollout
 
 import (
-	"fmt"
-	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
 )
 
 // Step is one rollout step: exactly one of SetWeight and Pause (spec.rollout.steps[]).
@@ -24,7 +22,8 @@ type Step struct {
 
 // Thresholds roll a canary back (spec.rollout.rollback, parsed).
 type Thresholds struct {
-	// MaxErrorRate is the highest tolerated share of 5xx responses, 0..1 (ParseErrorRate reads "2%").
+	// MaxErrorRate is the highest tolerated share of 5xx responses, 0..1 (quota.ParseErrorRate reads "2%", the
+	// one rule admission and the controller share).
 	MaxErrorRate float64
 	// MaxP99 is the highest tolerated 99th-percentile latency (maxP99LatencyMs).
 	MaxP99 time.Duration
@@ -51,8 +50,9 @@ const (
 	DefaultFailsafeTimeout = 60 * time.Second
 	// DefaultAnalysisInterval is how often a pause re-evaluates the canary.
 	DefaultAnalysisInterval = 10 * time.Second
-	// DefaultProgressDeadline bounds every wait of a rollout (spec.rollout.progressDeadline).
-	DefaultProgressDeadline = 10 * time.Minute
+	// DefaultProgressDeadline bounds every wait of a rollout: the API's default of spec.rollout.progressDeadline
+	// (one value, also for objects stored before the field).
+	DefaultProgressDeadline = agentraxv1alpha1.DefaultProgressDeadline
 	// MaxPauseExtension bounds how long a pause may be extended waiting for samples: min(3×pause, 15m).
 	MaxPauseExtension = 15 * time.Minute
 )
@@ -191,6 +191,11 @@ type CanaryObservation struct {
 	Image     string
 	Replicas  int32
 	RolledOut bool
+	// Unavailable: no canary replica is available (its pods stopped passing their readiness probe, or crashed), or
+	// a canary pod's container crashed (restarted or in CrashLoopBackOff, and not ready).
+	Unavailable bool
+	// AvailableReplicas is the canary Deployment's available replica count, for messages.
+	AvailableReplicas int32
 }
 
 // RouteObservation describes the HTTPRoute's weights as written in its spec, and whether every parent reported
@@ -279,19 +284,6 @@ type Decision struct {
 	Continue bool
 	// RequeueAfter is when to decide again if no watch fires first; zero when nothing is pending.
 	RequeueAfter time.Duration
-}
-
-// ParseErrorRate reads maxErrorRate ("2%", "0.5%") as a fraction.
-func ParseErrorRate(s string) (float64, error) {
-	num, ok := strings.CutSuffix(strings.TrimSpace(s), "%")
-	if !ok {
-		return 0, fmt.Errorf("error rate %q must be a percentage like 2%%", s)
-	}
-	v, err := strconv.ParseFloat(num, 64)
-	if err != nil || math.IsNaN(v) || v < 0 || v > 100 {
-		return 0, fmt.Errorf("error rate %q must be a percentage between 0%% and 100%%", s)
-	}
-	return v / 100, nil
 }
 
 // CanaryReplicas sizes the canary for a weight: ceil(weight% × stable replicas), at least 1 (a canary with a

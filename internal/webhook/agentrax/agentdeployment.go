@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,6 +17,7 @@ import (
 
 	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/agentrax/quota"
+	"github.com/quartet-dev/quartet-operator/internal/requester"
 )
 
 // +kubebuilder:webhook:path=/mutate-agentrax-io-v1alpha1-agentdeployment,mutating=true,failurePolicy=fail,sideEffects=None,groups=agentrax.io,resources=agentdeployments,verbs=create;update,versions=v1alpha1,name=magentdeployment-v1alpha1.agentrax.io,admissionReviewVersions=v1,timeoutSeconds=10
@@ -58,6 +60,10 @@ func SetDefaults(ad *agentraxv1alpha1.AgentDeployment) {
 // Validator checks AgentDeployments and admits them against their TenantQuota.
 type Validator struct {
 	Quota *QuotaAdmission
+	// Requester checks, through the shared internal/requester helper, that the user may read every Secret the
+	// agent's env names: the agent's pods read them with the namespace's rights, on the requester's behalf. Nil
+	// allows every reference (tests of admission alone).
+	Requester *requester.Checker
 }
 
 var _ admission.Validator[*agentraxv1alpha1.AgentDeployment] = Validator{}
@@ -80,7 +86,8 @@ func SetupAgentDeploymentWebhook(mgr ctrl.Manager, gpu corev1.ResourceName) erro
 	// (agentrax_admission_duration_seconds); the paths are the builder's, which the markers above name.
 	mutating := admission.WithDefaulter[*agentraxv1alpha1.AgentDeployment](mgr.GetScheme(), Defaulter{})
 	mutating.Handler = timedHandler{webhook: "mutating", next: mutating.Handler}
-	validating := admission.WithValidator[*agentraxv1alpha1.AgentDeployment](mgr.GetScheme(), Validator{Quota: q})
+	validating := admission.WithValidator[*agentraxv1alpha1.AgentDeployment](mgr.GetScheme(), Validator{Quota: q,
+		Requester: &requester.Checker{Reviews: mgr.GetClient()}})
 	validating.Handler = timedHandler{webhook: "validating", next: validating.Handler}
 	server := mgr.GetWebhookServer()
 	server.Register(MutatingPath, mutating.WithRecoverPanic(true))
@@ -114,6 +121,9 @@ func (v Validator) ValidateCreate(ctx context.Context, ad *agentraxv1alpha1.Agen
 	if err := invalid(ad, nil); err != nil {
 		return nil, err
 	}
+	if err := v.refuseSecretUse(ctx, ad); err != nil {
+		return nil, err
+	}
 	return warnings(ad), v.Quota.Reserve(ctx, ad, nil, dryRun(ctx))
 }
 
@@ -124,6 +134,9 @@ func (v Validator) ValidateUpdate(ctx context.Context, old, ad *agentraxv1alpha1
 		return nil, nil
 	}
 	if err := invalid(ad, old); err != nil {
+		return nil, err
+	}
+	if err := v.refuseSecretUse(ctx, ad); err != nil {
 		return nil, err
 	}
 	return warnings(ad), v.Quota.Reserve(ctx, ad, old, dryRun(ctx))
@@ -146,4 +159,26 @@ func invalid(ad, old *agentraxv1alpha1.AgentDeployment) error {
 func dryRun(ctx context.Context) bool {
 	req, err := admission.RequestFromContext(ctx)
 	return err == nil && req.DryRun != nil && *req.DryRun
+}
+
+// refuseSecretUse refuses an agent whose env names a Secret (valueFrom.secretKeyRef) the requesting user may not
+// read: creating the agent would otherwise hand its author every Secret of the namespace. Checked on create and
+// on every update (another user's edit re-asserts the references it keeps).
+func (v Validator) refuseSecretUse(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment) error {
+	if v.Requester == nil {
+		return nil
+	}
+	var uses []requester.Use
+	for i, e := range ad.Spec.Env {
+		if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+			continue
+		}
+		p := field.NewPath("spec", "env").Index(i).Child("valueFrom", "secretKeyRef", "name")
+		uses = append(uses, requester.SecretGet(p, ad.Namespace, e.ValueFrom.SecretKeyRef.Name))
+	}
+	if len(uses) == 0 {
+		return nil
+	}
+	return v.Requester.Refuse(ctx, agentraxv1alpha1.GroupVersion.WithResource("agentdeployments").GroupResource(),
+		ad.Name, uses...)
 }

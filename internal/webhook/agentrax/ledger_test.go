@@ -393,3 +393,53 @@ func TestLedgersLoweredQuota(t *testing.T) {
 	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "maxAgents 1 is used by a0: %v", err)
 	g.Expect(store.ledger(t)).To(ConsistOf(HaveField("Name", "a0")))
 }
+
+// settleFrom is the TenantQuota controller's write: it decided on base (read earlier) and writes ledger only if
+// the TenantQuota's resourceVersion is still base's (its status patch carries that precondition).
+func (s *memStore) settleFrom(base *agentraxv1alpha1.TenantQuota, ledger []agentraxv1alpha1.Reservation) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tq.ResourceVersion != base.ResourceVersion {
+		return apierrors.NewConflict(quotasResource, base.Name, fmt.Errorf("stale base"))
+	}
+	s.rv++
+	next := s.tq.DeepCopy()
+	next.ResourceVersion = strconv.Itoa(s.rv)
+	next.Status.Ledger = quota.FormatLedger(ledger)
+	s.tq = next
+	return nil
+}
+
+// The race of a growing update against the settling of a stale reservation, interleaved exactly: agent a shrank
+// from 10 to 5 replicas but still holds 10; the TenantQuota controller reads the quota and a's stored spec (5)
+// and decides to lower the reservation to 5; meanwhile a grows back to 8, which the stale 10 covers; then the
+// controller writes. If the update wrote nothing, the controller's write lands, a holds 5 while it may run 8,
+// and a new agent b of 7 fits a quota of 12 that a and b overrun (15). A growing update writes the ledger, so
+// the controller's write conflicts and it settles again from what is stored now.
+func TestGrowingUpdateCoveredByAStaleReservationIsABarrier(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	store := newMemStore(agentraxv1alpha1.TenantQuotaSpec{MaxAgents: 5, MaxGPUs: 0, MaxTotalReplicas: 12, MaxReplicasPerAgent: 10})
+	stale := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
+	store.tq.Status.Ledger = quota.FormatLedger([]agentraxv1alpha1.Reservation{{Name: "a", Replicas: 10, ReservedAt: stale}})
+	l := newLedgers(store, quota.DefaultGPUResourceName)
+
+	controllerRead, err := store.get(ctx, key)
+	g.Expect(err).NotTo(HaveOccurred())
+	lowered := []agentraxv1alpha1.Reservation{{Name: "a", Replicas: 5, ReservedAt: stale}}
+
+	old := demand(5, 0)
+	g.Expect(l.submit(ctx, key, quota.Op{Name: "a", New: demand(8, 0), Old: &old})).To(Succeed(), "covered by the reservation")
+
+	if err := store.settleFrom(controllerRead, lowered); err == nil {
+		// The controller's stale write landed: what a new agent is admitted against is now wrong.
+		createErr := l.submit(ctx, key, quota.Op{Name: "b", New: demand(7, 0)})
+		g.Expect(createErr).To(HaveOccurred(), "agent b admitted while a (8 replicas) holds only 5: %v", store.ledger(t))
+		return
+	}
+	// The controller settles again from the stored ledger: a's reservation was just refreshed, so it waits out
+	// the grace period, by when a's stored spec (8) is what it reads.
+	g.Expect(store.ledger(t)).To(ContainElement(And(HaveField("Name", "a"), HaveField("Replicas", int32(10)))))
+	createErr := l.submit(ctx, key, quota.Op{Name: "b", New: demand(7, 0)})
+	g.Expect(apierrors.IsForbidden(createErr)).To(BeTrue(), "b does not fit next to a's reservation: %v", createErr)
+}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -31,6 +32,8 @@ func ValidateAgentDeployment(ad, old *agentraxv1alpha1.AgentDeployment) field.Er
 	}
 	errs = append(errs, validateReplicas(spec.Child("replicas"), s.Replicas)...)
 	errs = append(errs, validateRollout(spec.Child("rollout"), s.Rollout)...)
+	errs = append(errs, validateProbe(spec.Child("readinessProbe"), s.ReadinessProbe, false)...)
+	errs = append(errs, validateProbe(spec.Child("startupProbe"), s.StartupProbe, true)...)
 	if s.MCP != nil {
 		seen := map[string]bool{}
 		for i, tool := range s.MCP.Tools {
@@ -95,6 +98,9 @@ func validateRollout(p *field.Path, r *agentraxv1alpha1.RolloutSpec) field.Error
 			"must be from 1s to 24h: every wait of a canary rollout ends at this deadline"))
 	}
 	full, paused := false, false
+	// weight is the canary's share when a step runs: a pause before any non-zero setWeight judges a canary that
+	// gets no traffic, so it could never gather samples and would hold until the pause cap.
+	weight := int32(0)
 	for i, step := range r.Steps {
 		sp := p.Child("steps").Index(i)
 		switch {
@@ -105,11 +111,16 @@ func validateRollout(p *field.Path, r *agentraxv1alpha1.RolloutSpec) field.Error
 		case step.SetWeight != nil:
 			if w := *step.SetWeight; w < 0 || w > 100 {
 				errs = append(errs, field.Invalid(sp.Child("setWeight"), w, "must be from 0 to 100"))
-			} else if w == 100 {
-				full = true
+			} else {
+				weight = w
+				full = full || w == 100
 			}
 		default:
 			paused = true
+			if weight == 0 {
+				errs = append(errs, field.Invalid(sp.Child("pause"), step.Pause.Duration.Duration.String(),
+					"a pause judges the canary by its traffic: it must follow a setWeight above 0"))
+			}
 			if step.Pause.Duration.Duration <= 0 {
 				errs = append(errs, field.Invalid(sp.Child("pause", "duration"), step.Pause.Duration.Duration.String(),
 					"must be greater than zero"))
@@ -155,6 +166,40 @@ func validateRollout(p *field.Path, r *agentraxv1alpha1.RolloutSpec) field.Error
 		if err := canaryMetrics(m).Validate(); err != nil {
 			errs = append(errs, field.Invalid(p.Child("metrics"), *m, err.Error()))
 		}
+	}
+	return errs
+}
+
+// validateProbe checks what the API server would otherwise refuse only when the operator writes the Deployment
+// (the agent would then never update): exactly one handler, no negative numbers, and successThreshold 1 for a
+// startup probe.
+func validateProbe(p *field.Path, probe *corev1.Probe, startup bool) field.ErrorList {
+	if probe == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	h := probe.ProbeHandler
+	handlers := 0
+	for _, set := range []bool{h.Exec != nil, h.HTTPGet != nil, h.TCPSocket != nil, h.GRPC != nil} {
+		if set {
+			handlers++
+		}
+	}
+	if handlers != 1 {
+		errs = append(errs, field.Invalid(p, handlers, "needs exactly one of exec, httpGet, tcpSocket and grpc"))
+	}
+	for _, f := range []struct {
+		name string
+		v    int32
+	}{{"initialDelaySeconds", probe.InitialDelaySeconds}, {"timeoutSeconds", probe.TimeoutSeconds},
+		{"periodSeconds", probe.PeriodSeconds}, {"successThreshold", probe.SuccessThreshold},
+		{"failureThreshold", probe.FailureThreshold}} {
+		if f.v < 0 {
+			errs = append(errs, field.Invalid(p.Child(f.name), f.v, "must not be negative"))
+		}
+	}
+	if startup && probe.SuccessThreshold > 1 {
+		errs = append(errs, field.Invalid(p.Child("successThreshold"), probe.SuccessThreshold, "must be 1 for a startup probe"))
 	}
 	return errs
 }

@@ -6,7 +6,9 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	agentraxv1alpha1 "github.com/quartet-dev/quartet-operator/apis/agentrax/v1alpha1"
@@ -58,8 +60,19 @@ func TestValidateAgentDeployment(t *testing.T) {
 		"step with both": {func(ad *agentraxv1alpha1.AgentDeployment) {
 			ad.Spec.Rollout.Steps[0].Pause = &agentraxv1alpha1.PauseStep{}
 		}, "spec.rollout.steps[0]", "exactly one of setWeight and pause"},
-		"weight over 100":   {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.Rollout.Steps[0].SetWeight = ptr.To[int32](120) }, "spec.rollout.steps[0].setWeight", "0 to 100"},
-		"zero pause":        {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.Rollout.Steps[1].Pause.Duration.Duration = 0 }, "spec.rollout.steps[1].pause.duration", "greater than zero"},
+		"weight over 100": {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.Rollout.Steps[0].SetWeight = ptr.To[int32](120) }, "spec.rollout.steps[0].setWeight", "0 to 100"},
+		"zero pause":      {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.Rollout.Steps[1].Pause.Duration.Duration = 0 }, "spec.rollout.steps[1].pause.duration", "greater than zero"},
+		"pause before any weight": {func(ad *agentraxv1alpha1.AgentDeployment) {
+			ad.Spec.Rollout.Steps = append([]agentraxv1alpha1.RolloutStep{{Pause: ad.Spec.Rollout.Steps[1].Pause}}, ad.Spec.Rollout.Steps...)
+		}, "spec.rollout.steps[0].pause", "must follow a setWeight above 0"},
+		"pause at weight 0": {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.Rollout.Steps[0].SetWeight = ptr.To[int32](0) },
+			"spec.rollout.steps[1].pause", "must follow a setWeight above 0"},
+		"probe without handler": {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.ReadinessProbe = &corev1.Probe{} },
+			"spec.readinessProbe", "exactly one of exec, httpGet, tcpSocket and grpc"},
+		"startup probe threshold": {func(ad *agentraxv1alpha1.AgentDeployment) {
+			ad.Spec.StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("http")}},
+				SuccessThreshold: 2}
+		}, "spec.startupProbe.successThreshold", "must be 1"},
 		"no full weight":    {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.Rollout.Steps[2].SetWeight = ptr.To[int32](90) }, "spec.rollout.steps", "setWeight: 100"},
 		"canary no steps":   {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.Rollout.Steps = nil }, "spec.rollout.steps", "Required"},
 		"canary no rollbk":  {func(ad *agentraxv1alpha1.AgentDeployment) { ad.Spec.Rollout.Rollback = nil }, "spec.rollout.rollback", "Required"},
