@@ -92,7 +92,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How many PipelineDiscoveries and CollectorDiscoveries (each) are polled at once.")
 	fs.BoolVar(&o.EnforceTenantPolicies, "enable-tenant-policy-enforcement", o.EnforceTenantPolicies,
 		"Enforce TenantPolicies at admission for Pipelines, Collectors, RemoteAttributePolicies, ExternalAttributeSyncs "+
-			"and both discoveries.")
+			"and both discoveries (on by default: only users a TenantPolicy binds are confined; =false ignores every TenantPolicy).")
 	fs.BoolVar(&o.EnforceCrossNamespaceDiscoveryAuthz, "enforce-cross-namespace-discovery-authz", o.EnforceCrossNamespaceDiscoveryAuthz,
 		"Admit a discovery whose spec.targetNamespace is another namespace only when a SubjectAccessReview says the "+
 			"requester may create the discovered kind there (on by default; =false admits any target namespace).")

@@ -175,11 +175,14 @@ func DefaultOptions() Options {
 		// On by default: without it anyone allowed to create a discovery could fill any namespace with CRs.
 		EnforceCrossNamespaceDiscoveryAuthz: true,
 		EnforceSecretUseAuthz:               true,
-		SyncTargetRate:                      1,
-		SyncTargetBurst:                     5,
-		RegistryBindAddress:                 ":9090",
-		RegistryTokenAudience:               "agentrax-registry",
-		RegistryListenToolChanges:           true,
+		// On by default: a TenantPolicy confines only the users it binds, so with no TenantPolicy nothing changes,
+		// and one that exists is never silently ignored.
+		EnforceTenantPolicies:     true,
+		SyncTargetRate:            1,
+		SyncTargetBurst:           5,
+		RegistryBindAddress:       ":9090",
+		RegistryTokenAudience:     "agentrax-registry",
+		RegistryListenToolChanges: true,
 	}
 }
 
