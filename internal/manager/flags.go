@@ -99,6 +99,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.EnforceSecretUseAuthz, "enforce-secret-use-authz", o.EnforceSecretUseAuthz,
 		"Admit an ExternalAttributeSync that names a Secret only when a SubjectAccessReview says the requester may get "+
 			"that Secret (on by default; =false skips the check).")
+	fs.DurationVar(&o.FleetDriftInterval, "fleet-drift-interval", o.FleetDriftInterval,
+		"How often managed Fleet pipelines are compared with Fleet Management (one ListPipelines call) and any changed "+
+			"outside the operator restored from their Pipeline; 0 means 10m, a negative value never.")
 	fs.StringVar(&o.FleetClusterID, "fleet-cluster-id", o.FleetClusterID,
 		"Identity of this cluster in the ownership marker written into Fleet pipelines' metadata; empty means the "+
 			"UID of the kube-system namespace.")

@@ -109,6 +109,9 @@ type Options struct {
 	// FleetClusterID identifies this cluster in the ownership marker of Fleet pipelines; empty means the UID of
 	// the kube-system namespace.
 	FleetClusterID string
+	// FleetDriftInterval is how often managed Fleet pipelines are compared with Fleet and repaired; 0 means 10m,
+	// a negative value never.
+	FleetDriftInterval time.Duration
 	// SyncTargetRate and SyncTargetBurst size the per-host rate limiter of ExternalAttributeSync HTTP sources.
 	SyncTargetRate  float64
 	SyncTargetBurst int
@@ -344,6 +347,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			SSRFAllow: externalAllow, SSRFAllowForTesting: o.SSRFAllowForTesting,
 			EnforceTenantPolicies: o.EnforceTenantPolicies, EnforceCrossNamespaceDiscoveryAuthz: o.EnforceCrossNamespaceDiscoveryAuthz,
 			EnforceSecretUseAuthz: o.EnforceSecretUseAuthz, ClusterID: o.FleetClusterID,
+			DriftInterval: o.FleetDriftInterval,
 		},
 		Registry: registrySettings,
 		PeerDial: peerDial,

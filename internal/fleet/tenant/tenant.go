@@ -120,6 +120,18 @@ func CheckSelector(path *field.Path, policies []*fleetv1alpha1.TenantPolicy, mat
 	return errs
 }
 
+// CheckAdoption checks the Fleet pipeline a tenanted user's Pipeline would adopt (import-mode adopt): its current
+// matchers must confine it to the tenant exactly as the CR's own must, so a tenant adopts only a pipeline it could
+// have created. path names the annotation that asks for the adoption.
+func CheckAdoption(path *field.Path, policies []*fleetv1alpha1.TenantPolicy, name string, existingMatchers []string) field.ErrorList {
+	if len(policies) == 0 || containsAny(existingMatchers, Required(policies)) {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(path, fmt.Sprintf(
+		"the Fleet pipeline %q this would adopt has matchers %q, none of which your TenantPolicies (%s) require (%s): "+
+			"a tenant may adopt only a pipeline it could have created", name, existingMatchers, names(policies), strings.Join(Required(policies), ", ")))}
+}
+
 // CheckCollector checks a Collector written by a tenanted user: the attributes the CR gives the collector (its
 // remote attributes and collector.id) must satisfy one of the required matchers, so the collector stays inside
 // the tenant's slice of the fleet.

@@ -1,0 +1,82 @@
+package fleet_test
+
+import (
+	"context"
+	"testing"
+
+	pipelinev1 "github.com/grafana/fleet-management-api/api/gen/proto/go/pipeline/v1"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/quartet-dev/quartet-operator/apis/fleet/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/fleet/discovery"
+	"github.com/quartet-dev/quartet-operator/internal/fleet/pipelines"
+)
+
+func TestDeletedPipelineIsNotBroughtBackByADiscoveredDuplicate(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	// A Pipeline of this cluster owns its Fleet pipeline (by marker).
+	orig := newPipeline(ns, "orig", func(p *fleetv1alpha1.Pipeline) {
+		p.Spec.Name, p.Spec.Contents, p.Spec.ConfigType = ns+"-orig", otelContents, fleetv1alpha1.ConfigTypeOTel
+	})
+	g.Expect(env.Client.Create(ctx, orig)).To(Succeed())
+	origKey := client.ObjectKeyFromObject(orig)
+	var owner *fleetv1alpha1.Pipeline
+	g.Eventually(func(g Gomega) { owner = synced(g, origKey) }).Should(Succeed())
+	t.Cleanup(func() { srv.RemovePipeline(owner.Status.ID) })
+	// Another cluster sharing the stack owns this one.
+	elsewhere := putOTel(t, ns+"-elsewhere", func(p *pipelinev1.Pipeline) {
+		p.Metadata = pipelines.Marker{Cluster: "cluster-b", Namespace: "b", Name: "b", UID: "b-uid"}.Struct()
+	})
+
+	d := &fleetv1alpha1.PipelineDiscovery{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "import"},
+		Spec: fleetv1alpha1.PipelineDiscoverySpec{Selector: otelSelector()}}
+	g.Expect(env.Client.Create(ctx, d)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, d) })
+	elsewhereKey := client.ObjectKey{Namespace: ns, Name: discovery.PipelineCRName(elsewhere.GetName())}
+	g.Eventually(func(g Gomega) {
+		got := pipelineDiscovery(g, client.ObjectKeyFromObject(d))
+		g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, fleetv1alpha1.ConditionReady)).To(BeTrue(), "%v", got.Status.Conditions)
+		// Another cluster's pipeline is mirrored, never adopted.
+		p := &fleetv1alpha1.Pipeline{}
+		g.Expect(env.Client.Get(ctx, elsewhereKey, p)).To(Succeed())
+		g.Expect(p.Annotations).To(HaveKeyWithValue(fleetv1alpha1.AnnotationImportMode, fleetv1alpha1.ImportModeReadOnly))
+	}).Should(Succeed())
+	g.Expect(writesTo(elsewhere.GetId())).To(BeEmpty())
+
+	// The original CR is deleted: its finalizer deletes the pipeline, and nothing brings it back.
+	g.Expect(env.Client.Delete(ctx, owner)).To(Succeed())
+	g.Eventually(gone(origKey)).Should(BeTrue())
+	g.Consistently(func() *pipelinev1.Pipeline { return srv.PipelineByName(ns + "-orig") }, "3s").Should(BeNil())
+	// Because this cluster's marked pipeline was never imported.
+	dupKey := client.ObjectKey{Namespace: ns, Name: discovery.PipelineCRName(ns + "-orig")}
+	g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, dupKey, &fleetv1alpha1.Pipeline{}))).To(BeTrue(), "no duplicate CR")
+}
+
+func TestDiscoveredPipelineNeverCreatesItsPipelineAgain(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	// A CR a discovery made (before this release, say) for a pipeline that has since been deleted.
+	p := newPipeline(ns, "dup", func(p *fleetv1alpha1.Pipeline) {
+		p.Spec.Name = ns + "-deleted"
+		p.Annotations = map[string]string{
+			fleetv1alpha1.AnnotationImportMode:           fleetv1alpha1.ImportModeAdopt,
+			fleetv1alpha1.AnnotationPipelineDiscoveredBy: ns + "/import",
+			fleetv1alpha1.AnnotationNameScope:            fleetv1alpha1.NameScopeNone,
+		}
+	})
+	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
+	key := client.ObjectKeyFromObject(p)
+	g.Eventually(func(g Gomega) {
+		ready := meta.FindStatusCondition(readyOf(g, key).Status.Conditions, fleetv1alpha1.ConditionReady)
+		g.Expect(ready.Reason).To(Equal(fleetv1alpha1.ReasonPipelineGone))
+	}).Should(Succeed())
+	g.Expect(upserts(ns + "-deleted")).To(BeEmpty())
+	g.Expect(srv.PipelineByName(ns + "-deleted")).To(BeNil())
+}
