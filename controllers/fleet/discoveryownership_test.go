@@ -39,15 +39,12 @@ func TestDeletedPipelineIsNotBroughtBackByADiscoveredDuplicate(t *testing.T) {
 	g.Expect(env.Client.Create(ctx, d)).To(Succeed())
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, d) })
 	elsewhereKey := client.ObjectKey{Namespace: ns, Name: discovery.PipelineCRName(elsewhere.GetName())}
+	elsewhereCR := &fleetv1alpha1.Pipeline{}
 	g.Eventually(func(g Gomega) {
 		got := pipelineDiscovery(g, client.ObjectKeyFromObject(d))
 		g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, fleetv1alpha1.ConditionReady)).To(BeTrue(), "%v", got.Status.Conditions)
-		// Another cluster's pipeline is mirrored, never adopted.
-		p := &fleetv1alpha1.Pipeline{}
-		g.Expect(env.Client.Get(ctx, elsewhereKey, p)).To(Succeed())
-		g.Expect(p.Annotations).To(HaveKeyWithValue(fleetv1alpha1.AnnotationImportMode, fleetv1alpha1.ImportModeReadOnly))
+		g.Expect(env.Client.Get(ctx, elsewhereKey, elsewhereCR)).To(Succeed(), "the poll is done")
 	}).Should(Succeed())
-	g.Expect(writesTo(elsewhere.GetId())).To(BeEmpty())
 
 	// The original CR is deleted: its finalizer deletes the pipeline, and nothing brings it back.
 	g.Expect(env.Client.Delete(ctx, owner)).To(Succeed())
@@ -56,6 +53,10 @@ func TestDeletedPipelineIsNotBroughtBackByADiscoveredDuplicate(t *testing.T) {
 	// Because this cluster's marked pipeline was never imported.
 	dupKey := client.ObjectKey{Namespace: ns, Name: discovery.PipelineCRName(ns + "-orig")}
 	g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, dupKey, &fleetv1alpha1.Pipeline{}))).To(BeTrue(), "no duplicate CR")
+
+	// Another cluster's pipeline is mirrored, never adopted.
+	g.Expect(elsewhereCR.Annotations).To(HaveKeyWithValue(fleetv1alpha1.AnnotationImportMode, fleetv1alpha1.ImportModeReadOnly))
+	g.Expect(writesTo(elsewhere.GetId())).To(BeEmpty())
 }
 
 func TestDiscoveredPipelineNeverCreatesItsPipelineAgain(t *testing.T) {
@@ -79,4 +80,39 @@ func TestDiscoveredPipelineNeverCreatesItsPipelineAgain(t *testing.T) {
 	}).Should(Succeed())
 	g.Expect(upserts(ns + "-deleted")).To(BeEmpty())
 	g.Expect(srv.PipelineByName(ns + "-deleted")).To(BeNil())
+}
+
+func TestReadOnlyPipelineReportsItsDiscoveryGone(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	mirrored := putOTel(t, ns+"-mirrored", nil)
+	d := &fleetv1alpha1.PipelineDiscovery{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mirror"},
+		Spec: fleetv1alpha1.PipelineDiscoverySpec{Selector: otelSelector(), ImportMode: fleetv1alpha1.DiscoveryReadOnly}}
+	g.Expect(env.Client.Create(ctx, d)).To(Succeed())
+	key := client.ObjectKey{Namespace: ns, Name: discovery.PipelineCRName(mirrored.GetName())}
+	g.Eventually(func(g Gomega) {
+		got := synced(g, key)
+		g.Expect(meta.FindStatusCondition(got.Status.Conditions, fleetv1alpha1.ConditionReady).Reason).To(Equal(fleetv1alpha1.ReasonReadOnly))
+		g.Expect(got.Status.ID).To(Equal(mirrored.GetId()))
+	}).Should(Succeed())
+
+	// Nothing refreshes it any more: it says so instead of staying Ready=True with a frozen status.
+	g.Expect(env.Client.Delete(ctx, d)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		ready := meta.FindStatusCondition(readyOf(g, key).Status.Conditions, fleetv1alpha1.ConditionReady)
+		g.Expect(ready.Status).To(Equal(metav1.ConditionUnknown))
+		g.Expect(ready.Reason).To(Equal(fleetv1alpha1.ReasonDiscoveryGone))
+		g.Expect(ready.Message).To(ContainSubstring(ns + "/mirror"))
+	}).Should(Succeed())
+	g.Expect(writesTo(mirrored.GetId())).To(BeEmpty())
+
+	// A discovery of that name coming back takes it over again.
+	d = &fleetv1alpha1.PipelineDiscovery{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mirror"},
+		Spec: fleetv1alpha1.PipelineDiscoverySpec{Selector: otelSelector(), ImportMode: fleetv1alpha1.DiscoveryReadOnly}}
+	g.Expect(env.Client.Create(ctx, d)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, d) })
+	g.Eventually(func(g Gomega) {
+		g.Expect(meta.FindStatusCondition(synced(g, key).Status.Conditions, fleetv1alpha1.ConditionReady).Reason).To(Equal(fleetv1alpha1.ReasonReadOnly))
+	}).Should(Succeed())
 }

@@ -72,6 +72,7 @@ type PipelineReconciler struct {
 // +kubebuilder:rbac:groups=fleetmanagement.grafana.com,resources=pipelines,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=fleetmanagement.grafana.com,resources=pipelines/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=fleetmanagement.grafana.com,resources=pipelines/finalizers,verbs=update
+// +kubebuilder:rbac:groups=fleetmanagement.grafana.com,resources=pipelinediscoveries,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -144,9 +145,9 @@ func upToDate(p *fleetv1alpha1.Pipeline, mode pipelines.Mode) bool {
 	synced := meta.FindStatusCondition(p.Status.Conditions, fleetv1alpha1.ConditionSynced)
 	switch mode {
 	case pipelines.ModeReadOnly:
-		// Only a discovery's CR can skip: the discovery mirrors it; any other is mirrored on each requeue.
-		return ready != nil && ready.Reason == fleetv1alpha1.ReasonReadOnly &&
-			p.Annotations[fleetv1alpha1.AnnotationPipelineDiscoveredBy] != ""
+		// Never skipped, and never a Fleet call for a discovery's CR: it only checks (in the cache) that its
+		// discovery still exists; any other is mirrored on each requeue.
+		return false
 	case pipelines.ModePaused:
 		return synced != nil && synced.Reason == fleetv1alpha1.ReasonPaused
 	default:
@@ -299,6 +300,11 @@ func (r *PipelineReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Mana
 					return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
 						e.ObjectOld.GetAnnotations()[fleetv1alpha1.AnnotationNameScope] != e.ObjectNew.GetAnnotations()[fleetv1alpha1.AnnotationNameScope]
 				},
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			})).
+		Watches(&fleetv1alpha1.PipelineDiscovery{}, handler.EnqueueRequestsFromMapFunc(r.discoveredPipelines),
+			builder.WithPredicates(predicate.Funcs{
+				UpdateFunc:  func(e event.UpdateEvent) bool { return false },
 				GenericFunc: func(event.GenericEvent) bool { return false },
 			})).
 		WatchesRawSource(source.Channel(r.drift.events, &handler.EnqueueRequestForObject{})).

@@ -207,7 +207,8 @@ func fleetControllers() []Controller {
 	return []Controller{
 		{
 			Name: fleetcontrollers.PipelineControllerName, Group: "fleet",
-			Reads: []Kind{"fleet/Pipeline"},
+			// PipelineDiscoveries are read to tell whether a read-only Pipeline's discovery still refreshes it.
+			Reads: []Kind{"fleet/Pipeline", "fleet/PipelineDiscovery"},
 			Setup: func(ctx context.Context, mgr ctrl.Manager, d Dependencies) error {
 				provider, err := fleetProvider(mgr, d.Fleet)
 				if err != nil {

@@ -86,6 +86,9 @@ const (
 	// ReasonPipelineGone: a discovered Pipeline that never owned its Fleet pipeline found it deleted; a discovered
 	// CR only adopts, it never creates the pipeline again.
 	ReasonPipelineGone = "PipelineGone"
+	// ReasonDiscoveryGone: a read-only Pipeline's discovery, which alone refreshes it, no longer exists; Ready is
+	// Unknown because the mirrored status is frozen.
+	ReasonDiscoveryGone = "DiscoveryGone"
 )
 
 // PipelineSource says where a pipeline was last updated from.

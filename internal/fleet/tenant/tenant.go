@@ -128,8 +128,9 @@ func CheckAdoption(path *field.Path, policies []*fleetv1alpha1.TenantPolicy, nam
 		return nil
 	}
 	return field.ErrorList{field.Forbidden(path, fmt.Sprintf(
-		"the Fleet pipeline %q this would adopt has matchers %q, none of which your TenantPolicies (%s) require (%s): "+
-			"a tenant may adopt only a pipeline it could have created", name, existingMatchers, names(policies), strings.Join(Required(policies), ", ")))}
+		"the Fleet pipeline %q this would adopt has matchers [%s], none of which your TenantPolicies (%s) require (%s): "+
+			"a tenant may adopt only a pipeline it could have created", name, strings.Join(existingMatchers, ", "), names(policies),
+		strings.Join(Required(policies), ", ")))}
 }
 
 // CheckCollector checks a Collector written by a tenanted user: the attributes the CR gives the collector (its

@@ -170,3 +170,32 @@ func TestCheckCollectorCurrent(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckAdoption(t *testing.T) {
+	a := policy("a", nil, []string{`team="a"`}, nil)
+	bound := []*fleetv1alpha1.TenantPolicy{&a}
+	path := field.NewPath("metadata", "annotations").Key("import-mode")
+	for name, tc := range map[string]struct {
+		policies []*fleetv1alpha1.TenantPolicy
+		existing []string
+		ok       bool
+	}{
+		"not tenanted":                  {nil, []string{`team="b"`}, true},
+		"the tenant's pipeline":         {bound, []string{`env="prod"`, `team = a`}, true},
+		"another tenant's pipeline":     {bound, []string{`team="b"`}, false},
+		"a pipeline of every collector": {bound, nil, false},
+		"a regex is not the matcher":    {bound, []string{`team=~"a|b"`}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			errs := CheckAdoption(path, tc.policies, "logs", tc.existing)
+			if tc.ok {
+				g.Expect(errs).To(BeEmpty())
+				return
+			}
+			g.Expect(errs).To(HaveLen(1))
+			g.Expect(errs[0].Field).To(Equal(`metadata.annotations[import-mode]`))
+			g.Expect(errs[0].Detail).To(ContainSubstring(`"logs"`))
+		})
+	}
+}
