@@ -67,10 +67,13 @@ func untilDue(st *fleetv1alpha1.DiscoveryStatus, generation int64, interval time
 // pollFailed records a poll that could not list Fleet; the caller requeues through untilDue.
 func (p Poller) pollFailed(obj client.Object, st *fleetv1alpha1.DiscoveryStatus, kind string, fleet Clients, err error) ctrl.Result {
 	reason := fleetv1alpha1.ReasonListFailed
+	retry := untilDue(st, obj.GetGeneration(), time.Hour, p.now())
 	switch {
 	case fleetclient.IsRateLimited(err):
 		reason = fleetv1alpha1.ReasonRateLimited
-		p.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "RateLimited", "List", "Fleet Management rate limit; retrying in %s", RateLimitedRequeue)
+		// The server's Retry-After when it sent a longer one.
+		retry = max(retry, rateLimitWait(err))
+		p.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "RateLimited", "List", "Fleet Management rate limit; retrying in %s", retry)
 	case fleetclient.IsUnauthenticated(err):
 		fleet.Invalidate()
 		fallthrough
@@ -80,7 +83,7 @@ func (p Poller) pollFailed(obj client.Object, st *fleetv1alpha1.DiscoveryStatus,
 	recordSync(kind, reason)
 	setDiscoveryCondition(obj, st, fleetv1alpha1.ConditionReady, metav1.ConditionFalse, reason, err.Error())
 	setDiscoveryCondition(obj, st, fleetv1alpha1.ConditionSynced, metav1.ConditionFalse, reason, err.Error())
-	return ctrl.Result{RequeueAfter: untilDue(st, obj.GetGeneration(), time.Hour, p.now())}
+	return ctrl.Result{RequeueAfter: retry}
 }
 
 // pollSucceeded records the outcome of a successful poll: conditions, conflicts truncation, events.

@@ -116,3 +116,26 @@ func TestReadOnlyPipelineReportsItsDiscoveryGone(t *testing.T) {
 		g.Expect(meta.FindStatusCondition(synced(g, key).Status.Conditions, fleetv1alpha1.ConditionReady).Reason).To(Equal(fleetv1alpha1.ReasonReadOnly))
 	}).Should(Succeed())
 }
+
+func TestRefusedDiscoveryCreateIsNotReady(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	lost := putOTel(t, ns+"-lost", nil)
+	// The target namespace does not exist: the API server refuses every create.
+	d := &fleetv1alpha1.PipelineDiscovery{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nowhere"},
+		Spec: fleetv1alpha1.PipelineDiscoverySpec{Selector: otelSelector(), ImportMode: fleetv1alpha1.DiscoveryReadOnly,
+			TargetNamespace: ns + "-missing"}}
+	g.Expect(env.Client.Create(ctx, d)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, d) })
+	g.Eventually(func(g Gomega) {
+		got := pipelineDiscovery(g, client.ObjectKeyFromObject(d))
+		ready := meta.FindStatusCondition(got.Status.Conditions, fleetv1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(ready.Reason).To(Equal(fleetv1alpha1.ReasonCRWriteFailed))
+		g.Expect(got.Status.Conflicts).To(ContainElement(And(HaveField("PipelineID", lost.GetId()),
+			HaveField("Reason", fleetv1alpha1.ConflictCreateFailed))))
+		g.Expect(got.Status.LastSuccessTime).To(BeNil())
+	}).Should(Succeed())
+}
