@@ -119,12 +119,14 @@ func TestAdoptActsOnce(t *testing.T) {
 	}).Should(Succeed())
 }
 
-func TestTenantCannotAdoptAnotherTenantsPipeline(t *testing.T) {
+// teamANamespace is a namespace where user (in group team-a-<ns>) is bound by a TenantPolicy requiring team="a",
+// with that policy already in the webhooks' cache.
+func teamANamespace(t *testing.T, user string) (string, client.Client) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
 	labelNamespace(t, ns, map[string]string{"fleet-tenant": ns})
-	allowFleet(t, ns, "dora")
+	allowFleet(t, ns, user)
 	policy := &fleetv1alpha1.TenantPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns},
 		Spec: fleetv1alpha1.TenantPolicySpec{
 			Subjects:          []rbacv1.Subject{{Kind: rbacv1.GroupKind, Name: "team-a-" + ns}},
@@ -133,7 +135,19 @@ func TestTenantCannotAdoptAnotherTenantsPipeline(t *testing.T) {
 		}}
 	g.Expect(env.Client.Create(ctx, policy)).To(Succeed())
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, policy) })
-	dora := as(t, "dora", "team-a-"+ns, "system:authenticated")
+	// The webhook reads policies from the manager's cache, which the policy's status shows has seen it.
+	g.Eventually(func(g Gomega) {
+		got := &fleetv1alpha1.TenantPolicy{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(policy), got)).To(Succeed())
+		g.Expect(got.Status.BoundSubjectCount).To(BeEquivalentTo(1))
+	}).Should(Succeed())
+	return ns, as(t, user, "team-a-"+ns, "system:authenticated")
+}
+
+func TestTenantCannotAdoptAnotherTenantsPipeline(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns, dora := teamANamespace(t, "dora")
 
 	teamB := srv.PutPipeline(&pipelinev1.Pipeline{Name: ns + "-team-b-logs", Contents: `b { v = 1 }`, Enabled: proto.Bool(true),
 		ConfigType: pipelinev1.ConfigType_CONFIG_TYPE_ALLOY, Matchers: []string{`team="b"`}})
@@ -146,12 +160,6 @@ func TestTenantCannotAdoptAnotherTenantsPipeline(t *testing.T) {
 	}
 
 	// The CR's own matchers are team A's; the pipeline it would take is team B's.
-	// The webhook reads policies from the manager's cache, which the policy's status shows has seen it.
-	g.Eventually(func(g Gomega) {
-		got := &fleetv1alpha1.TenantPolicy{}
-		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(policy), got)).To(Succeed())
-		g.Expect(got.Status.BoundSubjectCount).To(BeEquivalentTo(1))
-	}).Should(Succeed())
 	err := dora.Create(ctx, take("steal", teamB.GetName()))
 	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
 	g.Expect(err).To(MatchError(ContainSubstring(fleetv1alpha1.AnnotationImportMode)))
@@ -170,4 +178,40 @@ func TestTenantCannotAdoptAnotherTenantsPipeline(t *testing.T) {
 	g.Expect(dora.Get(ctx, client.ObjectKeyFromObject(own), got)).To(Succeed())
 	got.Spec.Name = teamB.GetName()
 	g.Expect(apierrors.IsForbidden(dora.Update(ctx, got))).To(BeTrue())
+}
+
+func TestTenantCannotSetAnotherTenantsAttributeValue(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns, erin := teamANamespace(t, "erin")
+	mine := fleetv1alpha1.PolicySelector{Matchers: []string{`team="a"`}}
+	rap := func(name string, attrs map[string]string) *fleetv1alpha1.RemoteAttributePolicy {
+		return &fleetv1alpha1.RemoteAttributePolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: fleetv1alpha1.RemoteAttributePolicySpec{Selector: mine, Attributes: attrs}}
+	}
+	eas := func(name string, fields map[string]string) *fleetv1alpha1.ExternalAttributeSync {
+		return &fleetv1alpha1.ExternalAttributeSync{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: fleetv1alpha1.ExternalAttributeSyncSpec{
+				Source:   fleetv1alpha1.ExternalSource{Kind: fleetv1alpha1.SourceKindHTTP, HTTP: &fleetv1alpha1.HTTPSource{URL: "https://cmdb.example.com/x"}},
+				Schedule: "1h", Selector: mine,
+				Mapping: fleetv1alpha1.AttributeMapping{CollectorIDField: "id", AttributeFields: fields}}}
+	}
+
+	// Its selector is team A's, but the value it sets would move the collectors into team B's slice.
+	err := erin.Create(ctx, rap("move", map[string]string{"team": "b", "tier": "1"}))
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+	g.Expect(err).To(MatchError(ContainSubstring("spec.attributes[team]")))
+	// A sync's values arrive later from outside: the confining key is not a sync's to set.
+	err = erin.Create(ctx, eas("move", map[string]string{"team": "owner_team", "rack": "rack"}))
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+	g.Expect(err).To(MatchError(ContainSubstring("spec.mapping.attributeFields[team]")))
+
+	// The tenant's own value, and keys no required matcher names, are free.
+	g.Expect(erin.Create(ctx, rap("keep", map[string]string{"team": "a", "tier": "1"}))).To(Succeed())
+	g.Expect(erin.Create(ctx, eas("racks", map[string]string{"rack": "rack"}))).To(Succeed())
+	// Updates are checked too.
+	got := &fleetv1alpha1.RemoteAttributePolicy{}
+	g.Expect(erin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "keep"}, got)).To(Succeed())
+	got.Spec.Attributes["team"] = "b"
+	g.Expect(apierrors.IsForbidden(erin.Update(ctx, got))).To(BeTrue())
 }

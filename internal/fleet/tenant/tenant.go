@@ -133,6 +133,52 @@ func CheckAdoption(path *field.Path, policies []*fleetv1alpha1.TenantPolicy, nam
 		strings.Join(Required(policies), ", ")))}
 }
 
+// CheckAttributeValues checks the attribute values a tenanted user's RemoteAttributePolicy sets: a key that a
+// required matcher names (team in team="a") may only be given a value that satisfies one of the required matchers
+// on that key, or the policy would move the collectors it selects into another tenant's slice (team: b). Keys no
+// required matcher names are free. path is the attributes map.
+func CheckAttributeValues(path *field.Path, policies []*fleetv1alpha1.TenantPolicy, attrs map[string]string) field.ErrorList {
+	constrained := constrainedKeys(policies)
+	var errs field.ErrorList
+	for _, k := range slices.Sorted(maps.Keys(attrs)) {
+		ms := constrained[k]
+		if len(ms) == 0 || slices.ContainsFunc(ms, func(m *fleetv1alpha1.Matcher) bool { return m.Matches(map[string]string{k: attrs[k]}) }) {
+			continue
+		}
+		errs = append(errs, field.Forbidden(path.Key(k), fmt.Sprintf(
+			"value %q does not satisfy the matchers your TenantPolicies (%s) require on %q (%s): it would move collectors out of your slice",
+			attrs[k], names(policies), k, strings.Join(Required(policies), ", "))))
+	}
+	return errs
+}
+
+// CheckAttributeKeys checks the keys a tenanted user's ExternalAttributeSync maps: its values come from an outside
+// source at run time, where no user can be asked, so a key a required matcher names may not be set by it at all.
+func CheckAttributeKeys(path *field.Path, policies []*fleetv1alpha1.TenantPolicy, keys []string) field.ErrorList {
+	constrained := constrainedKeys(policies)
+	var errs field.ErrorList
+	for _, k := range slices.Sorted(slices.Values(keys)) {
+		if len(constrained[k]) > 0 {
+			errs = append(errs, field.Forbidden(path.Key(k), fmt.Sprintf(
+				"may not be set by a sync of a user bound by a TenantPolicy (%s): %q is the key its required matchers (%s) confine "+
+					"tenants by, and a fetched value could move collectors out of your slice; set it with a RemoteAttributePolicy or the Collector",
+				names(policies), k, strings.Join(Required(policies), ", "))))
+		}
+	}
+	return errs
+}
+
+// constrainedKeys maps each attribute key a required matcher names to those matchers.
+func constrainedKeys(policies []*fleetv1alpha1.TenantPolicy) map[string][]*fleetv1alpha1.Matcher {
+	out := map[string][]*fleetv1alpha1.Matcher{}
+	for _, m := range Required(policies) {
+		if pm, err := fleetv1alpha1.ParseMatcher(m); err == nil {
+			out[pm.Name] = append(out[pm.Name], pm)
+		}
+	}
+	return out
+}
+
 // CheckCollector checks a Collector written by a tenanted user: the attributes the CR gives the collector (its
 // remote attributes and collector.id) must satisfy one of the required matchers, so the collector stays inside
 // the tenant's slice of the fleet.

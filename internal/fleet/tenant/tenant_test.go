@@ -199,3 +199,37 @@ func TestCheckAdoption(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckAttributeValuesAndKeys(t *testing.T) {
+	a := policy("a", nil, []string{`team="a"`, `team=~"a-.*"`}, nil)
+	bound := []*fleetv1alpha1.TenantPolicy{&a}
+	path := field.NewPath("spec", "attributes")
+	for name, tc := range map[string]struct {
+		policies []*fleetv1alpha1.TenantPolicy
+		attrs    map[string]string
+		want     []string
+	}{
+		"not tenanted":                    {nil, map[string]string{"team": "b"}, nil},
+		"the tenant's own value":          {bound, map[string]string{"team": "a", "tier": "1"}, nil},
+		"a value one matcher accepts":     {bound, map[string]string{"team": "a-edge"}, nil},
+		"unconstrained keys are free":     {bound, map[string]string{"tier": "gold", "owner": "b"}, nil},
+		"another tenant's value":          {bound, map[string]string{"team": "b", "tier": "1"}, []string{"spec.attributes[team]"}},
+		"an empty value leaves the slice": {bound, map[string]string{"team": ""}, []string{"spec.attributes[team]"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			var fields []string
+			for _, e := range CheckAttributeValues(path, tc.policies, tc.attrs) {
+				fields = append(fields, e.Field)
+				g.Expect(e.Detail).To(ContainSubstring(`team="a"`))
+			}
+			g.Expect(fields).To(Equal(tc.want))
+		})
+	}
+	g := NewWithT(t)
+	keys := field.NewPath("spec", "mapping", "attributeFields")
+	g.Expect(CheckAttributeKeys(keys, bound, []string{"rack", "tier"})).To(BeEmpty())
+	errs := CheckAttributeKeys(keys, bound, []string{"rack", "team"})
+	g.Expect(errs).To(HaveLen(1))
+	g.Expect(errs[0].Field).To(Equal("spec.mapping.attributeFields[team]"))
+}

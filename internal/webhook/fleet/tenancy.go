@@ -80,6 +80,17 @@ func (t *Tenancy) CheckSelector(ctx context.Context, resource, ns, name string, 
 	return forbidden(resource, name, tenant.CheckSelector(path, policies, matchers, ids), err)
 }
 
+// CheckAttributes enforces TenantPolicies on the attributes a RemoteAttributePolicy sets (values) or an
+// ExternalAttributeSync maps (keys, since their values arrive later from outside).
+func (t *Tenancy) CheckAttributes(ctx context.Context, resource, ns, name string, path *field.Path, values map[string]string, keys []string) error {
+	policies, err := t.bound(ctx, ns)
+	errs := tenant.CheckAttributeValues(path, policies, values)
+	if len(policies) > 0 {
+		errs = append(errs, tenant.CheckAttributeKeys(path, policies, keys)...)
+	}
+	return forbidden(resource, name, errs, err)
+}
+
 // CheckCollector enforces TenantPolicies on a Collector.
 func (t *Tenancy) CheckCollector(ctx context.Context, c *fleetv1alpha1.Collector) error {
 	policies, err := t.bound(ctx, c.Namespace)
