@@ -9,6 +9,7 @@ import (
 
 	pipelinev1 "github.com/grafana/fleet-management-api/api/gen/proto/go/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -181,7 +182,10 @@ func (r *PipelineReconciler) upsert(ctx context.Context, p *fleetv1alpha1.Pipeli
 		setCondition(p, fleetv1alpha1.ConditionReady, metav1.ConditionFalse, refused.reason, refused.msg)
 		setCondition(p, fleetv1alpha1.ConditionSynced, metav1.ConditionFalse, refused.reason, refused.msg)
 		if refused.sibling {
-			return ctrl.Result{RequeueAfter: RateLimitedRequeue}, nil
+			// Another CR of this cluster (mid-rename or mid-delete, or a leftover marker): soon at first, then
+			// backing off, so that ten such Pipelines cannot spend the whole rate budget.
+			since := time.Since(meta.FindStatusCondition(p.Status.Conditions, fleetv1alpha1.ConditionReady).LastTransitionTime.Time)
+			return ctrl.Result{RequeueAfter: pipelines.BackoffSince(since, RateLimitedRequeue, NameTakenRequeue)}, nil
 		}
 		return ctrl.Result{RequeueAfter: NameTakenRequeue}, nil
 	case fleetclient.IsRateLimited(err):
