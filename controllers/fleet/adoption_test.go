@@ -209,6 +209,11 @@ func TestTenantCannotSetAnotherTenantsAttributeValue(t *testing.T) {
 	// The tenant's own value, and keys no required matcher names, are free.
 	g.Expect(erin.Create(ctx, rap("keep", map[string]string{"team": "a", "tier": "1"}))).To(Succeed())
 	g.Expect(erin.Create(ctx, eas("racks", map[string]string{"rack": "rack"}))).To(Succeed())
+	// A collector that has not registered yet cannot be claimed by giving it the tenant's attributes.
+	err = erin.Create(ctx, &fleetv1alpha1.Collector{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "future"},
+		Spec: fleetv1alpha1.CollectorSpec{ID: ns + "-future", RemoteAttributes: map[string]string{"team": "a"}}})
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+	g.Expect(err).To(MatchError(ContainSubstring("has not registered")))
 	// Updates are checked too.
 	got := &fleetv1alpha1.RemoteAttributePolicy{}
 	g.Expect(erin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "keep"}, got)).To(Succeed())

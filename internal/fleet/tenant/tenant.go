@@ -202,6 +202,19 @@ func CheckCollectorCurrent(path *field.Path, policies []*fleetv1alpha1.TenantPol
 			"a tenant may only manage collectors already inside its scope", id, names(policies), strings.Join(Required(policies), ", ")))}
 }
 
+// CheckUnregistered checks a Collector a tenanted user writes for a collector Fleet does not know yet: the ID alone
+// (collector.id, no attributes) must satisfy one of the required matchers, e.g. collector.id=~"a-.*". Otherwise a
+// tenant could claim a predictable ID before its collector registers and give it the tenant's attributes.
+func CheckUnregistered(path *field.Path, policies []*fleetv1alpha1.TenantPolicy, id string) field.ErrorList {
+	if len(policies) == 0 || matchesRequired(policies, id, nil) {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(path.Child("id"), fmt.Sprintf(
+		"collector %q has not registered with Fleet Management, and the ID alone matches none of the matchers your TenantPolicies "+
+			"(%s) require (%s): a tenant may claim an unregistered ID only inside its scope (a collector.id matcher)",
+		id, names(policies), strings.Join(Required(policies), ", ")))}
+}
+
 func containsAny(matchers, required []string) bool {
 	for _, m := range matchers {
 		if slices.Contains(required, canonical(m)) {

@@ -233,3 +233,17 @@ func TestCheckAttributeValuesAndKeys(t *testing.T) {
 	g.Expect(errs).To(HaveLen(1))
 	g.Expect(errs[0].Field).To(Equal("spec.mapping.attributeFields[team]"))
 }
+
+func TestCheckUnregistered(t *testing.T) {
+	byTeam := policy("team", nil, []string{`team="a"`}, nil)
+	byID := policy("id", nil, []string{`team="a"`, `collector.id=~"a-.*"`}, nil)
+	path := field.NewPath("spec")
+	g := NewWithT(t)
+	g.Expect(CheckUnregistered(path, nil, "anything")).To(BeEmpty())
+	g.Expect(CheckUnregistered(path, []*fleetv1alpha1.TenantPolicy{&byID}, "a-7")).To(BeEmpty())
+	errs := CheckUnregistered(path, []*fleetv1alpha1.TenantPolicy{&byID}, "b-7")
+	g.Expect(errs).To(HaveLen(1))
+	g.Expect(errs[0].Field).To(Equal("spec.id"))
+	g.Expect(CheckUnregistered(path, []*fleetv1alpha1.TenantPolicy{&byTeam}, "a-7")).To(HaveLen(1),
+		"attributes cannot place an ID nobody has registered yet")
+}

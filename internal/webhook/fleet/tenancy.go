@@ -102,6 +102,8 @@ func (t *Tenancy) CheckCollector(ctx context.Context, c *fleetv1alpha1.Collector
 			err = fmt.Errorf("reading collector %q from Fleet Management: %w", c.Spec.ID, err)
 		} else if registered {
 			errs = append(errs, tenant.CheckCollectorCurrent(field.NewPath("spec"), policies, c.Spec.ID, current)...)
+		} else {
+			errs = append(errs, tenant.CheckUnregistered(field.NewPath("spec"), policies, c.Spec.ID)...)
 		}
 	}
 	return forbidden("collectors", c.Name, errs, err)
