@@ -3,13 +3,13 @@ package operator
 import (
 	"context"
 	"fmt"
-	pipelinev1 "github.com/grafana/fleet-management-api/api/gen/proto/go/pipeline/v1"
 	"maps"
 	"net/netip"
 	"strings"
 	"sync"
 	"time"
 
+	pipelinev1 "github.com/grafana/fleet-management-api/api/gen/proto/go/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
