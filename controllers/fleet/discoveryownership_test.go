@@ -3,7 +3,9 @@ package fleet_test
 import (
 	"context"
 	"testing"
+	"time"
 
+	"connectrpc.com/connect"
 	pipelinev1 "github.com/grafana/fleet-management-api/api/gen/proto/go/pipeline/v1"
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,6 +15,7 @@ import (
 
 	fleetv1alpha1 "github.com/quartet-dev/quartet-operator/apis/fleet/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/fleet/discovery"
+	"github.com/quartet-dev/quartet-operator/internal/fleet/fleetserver"
 	"github.com/quartet-dev/quartet-operator/internal/fleet/pipelines"
 )
 
@@ -138,4 +141,35 @@ func TestRefusedDiscoveryCreateIsNotReady(t *testing.T) {
 			HaveField("Reason", fleetv1alpha1.ConflictCreateFailed))))
 		g.Expect(got.Status.LastSuccessTime).To(BeNil())
 	}).Should(Succeed())
+}
+
+func TestDiscoveryWaitsTheServersRetryAfter(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	putOTel(t, ns+"-later", nil)
+	// The next ordinary ListPipelines (this discovery's first poll) is answered 429 with Retry-After: 20.
+	srv.InjectFault(fleetserver.Fault{Method: "ListPipelines", Code: connect.CodeResourceExhausted, RetryAfter: 20 * time.Second, Times: 1})
+	t.Cleanup(srv.ClearFaults)
+	d := &fleetv1alpha1.PipelineDiscovery{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "patient"},
+		Spec: fleetv1alpha1.PipelineDiscoverySpec{Selector: otelSelector(), ImportMode: fleetv1alpha1.DiscoveryReadOnly}}
+	g.Expect(env.Client.Create(ctx, d)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, d) })
+	key := client.ObjectKeyFromObject(d)
+	var limitedAt time.Time
+	g.Eventually(func(g Gomega) {
+		ready := meta.FindStatusCondition(pipelineDiscovery(g, key).Status.Conditions, fleetv1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Reason).To(Equal(fleetv1alpha1.ReasonRateLimited))
+		limitedAt = time.Now()
+	}).Should(Succeed())
+	// Not the fixed 10 s retry: nothing before the server's 20 s have passed ...
+	g.Consistently(func() string {
+		return meta.FindStatusCondition(pipelineDiscovery(g, key).Status.Conditions, fleetv1alpha1.ConditionReady).Reason
+	}, 15*time.Second, time.Second).Should(Equal(fleetv1alpha1.ReasonRateLimited))
+	// ... then it polls again.
+	g.Eventually(func(g Gomega) {
+		g.Expect(meta.IsStatusConditionTrue(pipelineDiscovery(g, key).Status.Conditions, fleetv1alpha1.ConditionReady)).To(BeTrue())
+	}).Should(Succeed())
+	t.Logf("polled again %s after the 429", time.Since(limitedAt).Round(time.Second))
 }
