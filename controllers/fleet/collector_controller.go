@@ -342,7 +342,12 @@ func (r *CollectorReconciler) removeOwned(ctx context.Context, c *fleetv1alpha1.
 	if err != nil {
 		return err
 	}
-	ops := attributes.RemoveOwned(c.Status.AttributeOwners, remote.GetRemoteAttributes())
+	successor, err := r.successorKeys(ctx, c)
+	if err != nil {
+		return err
+	}
+	owned := attributes.HandedOff(c.Status.AttributeOwners, successor, remote.GetRemoteAttributes())
+	ops := attributes.RemoveOwned(owned, remote.GetRemoteAttributes())
 	if len(ops) == 0 {
 		return nil
 	}
@@ -351,6 +356,25 @@ func (r *CollectorReconciler) removeOwned(ctx context.Context, c *fleetv1alpha1.
 		return nil
 	}
 	return err
+}
+
+// successorKeys are the attribute keys the other live Collectors of c's collector ID own (the holder after a
+// hand-off): a deleting Collector's finalizer never removes them.
+func (r *CollectorReconciler) successorKeys(ctx context.Context, c *fleetv1alpha1.Collector) (map[string]bool, error) {
+	list := &fleetv1alpha1.CollectorList{}
+	if err := r.List(ctx, list, client.MatchingFields{claims.IDField: c.Spec.ID}); err != nil {
+		return nil, err
+	}
+	keys := map[string]bool{}
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.DeletionTimestamp.IsZero() && (o.Namespace != c.Namespace || o.Name != c.Name) {
+			for _, a := range o.Status.AttributeOwners {
+				keys[a.Key] = true
+			}
+		}
+	}
+	return keys, nil
 }
 
 // SetupWithManager registers the controller: one reconcile at a time (the Fleet rate budget is shared), spec

@@ -194,8 +194,10 @@ func (r *CollectorDiscoveryReconciler) poll(ctx context.Context, d *fleetv1alpha
 		case exists:
 			failures = append(failures, failure("Collector", c, err))
 		default:
+			// Listed as a conflict (the object got no CR) and as a failure: Ready must not stay True.
 			plan.Conflicts = append(plan.Conflicts, discovery.Conflict{ID: rem.ID, CRName: rem.CRName,
 				Reason: fleetv1alpha1.ConflictCreateFailed, Message: err.Error()})
+			failures = append(failures, failure("Collector", c, err))
 		}
 	}
 	for _, pair := range plan.Refresh {

@@ -64,23 +64,28 @@ func untilDue(st *fleetv1alpha1.DiscoveryStatus, generation int64, interval time
 	return discovery.UntilDue(st, generation, interval, now)
 }
 
-// pollFailed records a poll that could not list Fleet; the caller requeues through untilDue.
+// pollFailed records a poll that could not list Fleet and returns when to try again: the failure retry of
+// untilDue, or after a 429 the server's Retry-After when that is longer.
 func (p Poller) pollFailed(obj client.Object, st *fleetv1alpha1.DiscoveryStatus, kind string, fleet Clients, err error) ctrl.Result {
 	reason := fleetv1alpha1.ReasonListFailed
+	if fleetclient.IsRateLimited(err) {
+		reason = fleetv1alpha1.ReasonRateLimited
+	}
+	recordSync(kind, reason)
+	setDiscoveryCondition(obj, st, fleetv1alpha1.ConditionReady, metav1.ConditionFalse, reason, err.Error())
+	setDiscoveryCondition(obj, st, fleetv1alpha1.ConditionSynced, metav1.ConditionFalse, reason, err.Error())
+	retry := untilDue(st, obj.GetGeneration(), time.Hour, p.now())
 	switch {
 	case fleetclient.IsRateLimited(err):
-		reason = fleetv1alpha1.ReasonRateLimited
-		p.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "RateLimited", "List", "Fleet Management rate limit; retrying in %s", RateLimitedRequeue)
+		retry = max(retry, rateLimitWait(err))
+		p.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "RateLimited", "List", "Fleet Management rate limit; retrying in %s", retry)
 	case fleetclient.IsUnauthenticated(err):
 		fleet.Invalidate()
 		fallthrough
 	default:
 		p.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "Failed", "List", "%v", err)
 	}
-	recordSync(kind, reason)
-	setDiscoveryCondition(obj, st, fleetv1alpha1.ConditionReady, metav1.ConditionFalse, reason, err.Error())
-	setDiscoveryCondition(obj, st, fleetv1alpha1.ConditionSynced, metav1.ConditionFalse, reason, err.Error())
-	return ctrl.Result{RequeueAfter: untilDue(st, obj.GetGeneration(), time.Hour, p.now())}
+	return ctrl.Result{RequeueAfter: retry}
 }
 
 // pollSucceeded records the outcome of a successful poll: conditions, conflicts truncation, events.

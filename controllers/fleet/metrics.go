@@ -26,7 +26,8 @@ var (
 // a kind (a series born at 1 has no increase) and a dashboard shows 0 rather than nothing.
 var syncOutcomes = map[string][]string{
 	"Pipeline": {fleetv1alpha1.ReasonSynced, fleetv1alpha1.ReasonSyncFailed, fleetv1alpha1.ReasonValidationError,
-		fleetv1alpha1.ReasonRateLimited, fleetv1alpha1.ReasonNameTaken, "Recreated", "Deleted", fleetv1alpha1.ReasonDeleteFailed},
+		fleetv1alpha1.ReasonRateLimited, fleetv1alpha1.ReasonNameTaken, fleetv1alpha1.ReasonGrafanaManaged,
+		fleetv1alpha1.ReasonOwnedElsewhere, fleetv1alpha1.ReasonPipelineGone, "Recreated", "Deleted", fleetv1alpha1.ReasonDeleteFailed},
 	"Collector": {fleetv1alpha1.ReasonSynced, fleetv1alpha1.ReasonSyncFailed, fleetv1alpha1.ReasonValidationError,
 		fleetv1alpha1.ReasonRateLimited, fleetv1alpha1.ReasonIDClaimed, fleetv1alpha1.ReasonNotRegistered, "Deleted",
 		fleetv1alpha1.ReasonDeleteFailed},

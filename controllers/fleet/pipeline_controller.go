@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	fleetv1alpha1 "github.com/quartet-dev/quartet-operator/apis/fleet/v1alpha1"
 	fleetclient "github.com/quartet-dev/quartet-operator/internal/fleet/client"
@@ -59,6 +60,10 @@ type PipelineReconciler struct {
 	NameScope string
 	// Cluster identifies this cluster in the ownership marker written into each pipeline's metadata.
 	Cluster string
+	// DriftInterval is how often managed pipelines are compared with Fleet and repaired (--fleet-drift-interval);
+	// 0 means DefaultDriftInterval, a negative value never.
+	DriftInterval time.Duration
+	drift         drift
 	// ReadOnlyPoll is how often a read-only Pipeline that no discovery refreshes mirrors its Fleet pipeline;
 	// 0 means 5 minutes.
 	ReadOnlyPoll time.Duration
@@ -67,6 +72,7 @@ type PipelineReconciler struct {
 // +kubebuilder:rbac:groups=fleetmanagement.grafana.com,resources=pipelines,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=fleetmanagement.grafana.com,resources=pipelines/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=fleetmanagement.grafana.com,resources=pipelines/finalizers,verbs=update
+// +kubebuilder:rbac:groups=fleetmanagement.grafana.com,resources=pipelinediscoveries,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -81,7 +87,8 @@ func (r *PipelineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return r.finalize(ctx, p)
 	}
 	mode := pipelines.ModeOf(p)
-	if upToDate(p, mode) {
+	drifted := r.drift.of(req.NamespacedName)
+	if drifted == nil && upToDate(p, mode) {
 		return ctrl.Result{}, nil
 	}
 	before := p.DeepCopy()
@@ -115,6 +122,13 @@ func (r *PipelineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	default:
 		res, err = r.upsert(ctx, p, name)
 	}
+	if drifted != nil && err == nil {
+		if mode == pipelines.ModeManaged && meta.IsStatusConditionTrue(p.Status.Conditions, fleetv1alpha1.ConditionReady) {
+			r.driftRepaired(p, drifted)
+		} else {
+			r.drift.clear(req.NamespacedName) // not written (refused, paused, read-only): the condition says why
+		}
+	}
 	if perr := kube.PatchStatusIfChanged(ctx, r.Client, before, p); perr != nil && err == nil {
 		err = perr
 	}
@@ -131,9 +145,9 @@ func upToDate(p *fleetv1alpha1.Pipeline, mode pipelines.Mode) bool {
 	synced := meta.FindStatusCondition(p.Status.Conditions, fleetv1alpha1.ConditionSynced)
 	switch mode {
 	case pipelines.ModeReadOnly:
-		// Only a discovery's CR can skip: the discovery mirrors it; any other is mirrored on each requeue.
-		return ready != nil && ready.Reason == fleetv1alpha1.ReasonReadOnly &&
-			p.Annotations[fleetv1alpha1.AnnotationPipelineDiscoveredBy] != ""
+		// Never skipped, and never a Fleet call for a discovery's CR: it only checks (in the cache) that its
+		// discovery still exists; any other is mirrored on each requeue.
+		return false
 	case pipelines.ModePaused:
 		return synced != nil && synced.Reason == fleetv1alpha1.ReasonPaused
 	default:
@@ -258,6 +272,15 @@ func setCondition(obj interface {
 // going.
 func (r *PipelineReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	initSyncOutcomes("Pipeline")
+	r.drift.events = make(chan event.GenericEvent, 1024)
+	if r.DriftInterval == 0 {
+		r.DriftInterval = DefaultDriftInterval
+	}
+	if r.DriftInterval > 0 {
+		if err := mgr.Add(r.driftCheck()); err != nil {
+			return err
+		}
+	}
 	if err := kube.IndexField(ctx, mgr, &fleetv1alpha1.Pipeline{}, fleetNameField, func(o client.Object) []string {
 		return []string{pipelines.FleetName(o.(*fleetv1alpha1.Pipeline), r.NameScope)}
 	}); err != nil {
@@ -279,6 +302,12 @@ func (r *PipelineReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Mana
 				},
 				GenericFunc: func(event.GenericEvent) bool { return false },
 			})).
+		Watches(&fleetv1alpha1.PipelineDiscovery{}, handler.EnqueueRequestsFromMapFunc(r.discoveredPipelines),
+			builder.WithPredicates(predicate.Funcs{
+				UpdateFunc:  func(e event.UpdateEvent) bool { return false },
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			})).
+		WatchesRawSource(source.Channel(r.drift.events, &handler.EnqueueRequestForObject{})).
 		WithOptions(kube.ControllerOptions{MaxConcurrentReconciles: 1}.Options()).
 		Complete(telemetry.TracedReconciler(PipelineControllerName, r))
 }

@@ -3,12 +3,16 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleetv1alpha1 "github.com/quartet-dev/quartet-operator/apis/fleet/v1alpha1"
 	fleetclient "github.com/quartet-dev/quartet-operator/internal/fleet/client"
@@ -30,7 +34,21 @@ func (r *PipelineReconciler) readOnly(ctx context.Context, p, before *fleetv1alp
 			r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "ReadOnly", "Sync", "Pipeline %q is read-only", name)
 		}
 	}
-	if p.Annotations[fleetv1alpha1.AnnotationPipelineDiscoveredBy] != "" {
+	if by := p.Annotations[fleetv1alpha1.AnnotationPipelineDiscoveredBy]; by != "" {
+		alive, err := r.discoveryAlive(ctx, by)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !alive {
+			msg := fmt.Sprintf("read-only: PipelineDiscovery %s, which alone mirrors this CR, no longer exists, so its status is "+
+				"frozen (last Fleet update %s); remove the %s annotation to have this CR mirrored on its own, or delete it",
+				by, p.Status.UpdatedAt, fleetv1alpha1.AnnotationPipelineDiscoveredBy)
+			if readyReason(p) != fleetv1alpha1.ReasonDiscoveryGone {
+				r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, fleetv1alpha1.ReasonDiscoveryGone, "Sync", "%s", msg)
+			}
+			setCondition(p, fleetv1alpha1.ConditionReady, metav1.ConditionUnknown, fleetv1alpha1.ReasonDiscoveryGone, msg)
+			return ctrl.Result{}, nil
+		}
 		ok("read-only: the Fleet pipeline is never written or deleted from this CR; its discovery mirrors it into status")
 		return ctrl.Result{}, nil
 	}
@@ -69,6 +87,37 @@ func (r *PipelineReconciler) readOnly(ctx context.Context, p, before *fleetv1alp
 	}
 	fail(err)
 	return ctrl.Result{}, err
+}
+
+// discoveryAlive reports whether the PipelineDiscovery named ns/name by a discovered-by annotation exists and is
+// not being deleted.
+func (r *PipelineReconciler) discoveryAlive(ctx context.Context, by string) (bool, error) {
+	ns, name, _ := strings.Cut(by, "/")
+	d := &fleetv1alpha1.PipelineDiscovery{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	return d.DeletionTimestamp.IsZero(), nil
+}
+
+// discoveredPipelines wakes the Pipelines a PipelineDiscovery created when it comes or goes, so a read-only one
+// reports (or stops reporting) that nothing refreshes it.
+func (r *PipelineReconciler) discoveredPipelines(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &fleetv1alpha1.PipelineList{}
+	if err := r.List(ctx, list, client.MatchingLabels{
+		fleetv1alpha1.LabelPipelineDiscoveryName:      o.GetName(),
+		fleetv1alpha1.LabelPipelineDiscoveryNamespace: o.GetNamespace(),
+	}); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
 }
 
 // wasMirrored reports whether status.id was copied by a read-only mirror rather than written by this CR: a

@@ -9,6 +9,7 @@ import (
 
 	pipelinev1 "github.com/grafana/fleet-management-api/api/gen/proto/go/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -21,17 +22,16 @@ import (
 // (the other pipeline may be deleted or renamed in Fleet, which sends no event).
 const NameTakenRequeue = 5 * time.Minute
 
-// errNameTaken is a write refused because the Fleet name belongs to a pipeline this CR did not create. sibling is
-// set when another Pipeline CR of this cluster owns it (by marker): that one may be mid-rename or mid-delete, so
-// the name is looked at again soon.
-type errNameTaken struct {
-	id      string
-	sibling bool
+// errRefused is a write refused because the Fleet name belongs to a pipeline this CR may not take over. reason is
+// the Ready reason (NameTaken, GrafanaManaged, OwnedElsewhere, PipelineGone); sibling is set when another Pipeline
+// CR of this cluster owns it (by marker): that one may be mid-rename or mid-delete, so the name is looked at again
+// sooner.
+type errRefused struct {
+	reason, id, msg string
+	sibling         bool
 }
 
-func (e *errNameTaken) Error() string {
-	return fmt.Sprintf("a Fleet pipeline with this name (ID %s) exists that this Pipeline neither created nor was told to adopt", e.id)
-}
+func (e *errRefused) Error() string { return e.msg }
 
 // written is what a successful write did.
 type written struct {
@@ -43,13 +43,17 @@ type written struct {
 
 // write makes the Fleet pipeline match p without ever taking over a pipeline made elsewhere: the first write of a
 // name is CreatePipeline (already_exists when the name is taken, decided by Fleet, so there is no race with another
-// writer), later writes are UpdatePipeline by the ID this CR recorded. A taken name is updated only when p carries
-// import-mode adopt or the pipeline carries this CR's marker (a CR that lost status.id re-adopts its own pipeline).
+// writer), later writes are UpdatePipeline by the ID this CR recorded. A taken name is updated only when the
+// pipeline carries this CR's marker (a CR that lost status.id re-adopts its own pipeline), or when p carries
+// import-mode adopt, has never owned a pipeline, and the pipeline is neither Grafana-sourced nor marked by another
+// CR (adoptable). A discovered CR that never owned its pipeline only adopts: it never creates one, so a CR
+// discovered next to the pipeline's real owner cannot bring it back after that owner deleted it.
 func (r *PipelineReconciler) write(ctx context.Context, fc *fleetclient.Client, p *fleetv1alpha1.Pipeline, name string) (written, error) {
 	marker := pipelines.MarkerFor(r.Cluster, p)
 	desired := pipelines.ToProto(p, name)
 	desired.Metadata = marker.Struct()
 	var w written
+	established := p.Status.OwnershipEstablished || p.Status.ID != ""
 	if p.Status.ID != "" && p.Status.SyncedName == name {
 		desired.Id = &p.Status.ID
 		res, err := fc.UpdatePipeline(ctx, desired)
@@ -60,30 +64,72 @@ func (r *PipelineReconciler) write(ctx context.Context, fc *fleetclient.Client, 
 		// The pipeline vanished (deleted in Fleet): create it again under a new ID.
 		w.recreate, desired.Id = true, nil
 	}
-	res, err := fc.CreatePipeline(ctx, desired)
-	if err == nil {
-		w.res, w.created = res, true
-		return w, nil
-	}
-	if !fleetclient.IsAlreadyExists(err) {
-		return w, err
-	}
-	id, err := fc.GetPipelineID(ctx, name)
-	if err != nil {
-		return w, err
+	var id string
+	if p.Annotations[fleetv1alpha1.AnnotationPipelineDiscoveredBy] != "" && !established {
+		var err error
+		if id, err = fc.GetPipelineID(ctx, name); fleetclient.IsNotFound(err) {
+			return w, &errRefused{reason: fleetv1alpha1.ReasonPipelineGone, msg: fmt.Sprintf("Fleet pipeline %q is gone; "+
+				"this Pipeline was discovered and never owned it, so it does not create it again (its discovery marks or "+
+				"deletes it)", name)}
+		} else if err != nil {
+			return w, err
+		}
+	} else {
+		res, err := fc.CreatePipeline(ctx, desired)
+		if err == nil {
+			w.res, w.created = res, true
+			return w, nil
+		}
+		if !fleetclient.IsAlreadyExists(err) {
+			return w, err
+		}
+		if id, err = fc.GetPipelineID(ctx, name); err != nil {
+			return w, err
+		}
 	}
 	existing, err := fc.GetPipeline(ctx, id)
 	if err != nil {
 		return w, err
 	}
-	if !pipelines.Adopts(p) && !pipelines.OwnedBy(existing, marker) {
-		other, ok := pipelines.MarkerOf(existing)
-		return w, &errNameTaken{id: id, sibling: ok && other.Cluster == r.Cluster}
+	owned := pipelines.OwnedBy(existing, marker)
+	if !owned {
+		if refused := r.refuseAdoption(p, existing, name, established); refused != nil {
+			return w, refused
+		}
 	}
 	desired.Id = &id
 	w.res, err = fc.UpdatePipeline(ctx, desired)
-	w.adopted = !pipelines.OwnedBy(existing, marker)
+	w.adopted = !owned
 	return w, err
+}
+
+// refuseAdoption decides whether p may take over existing, a pipeline of its name it does not own: nil when it may.
+func (r *PipelineReconciler) refuseAdoption(p *fleetv1alpha1.Pipeline, existing *pipelinev1.Pipeline, name string, established bool) *errRefused {
+	id := existing.GetId()
+	if other, ok := pipelines.MarkerOf(existing); ok {
+		return &errRefused{reason: fleetv1alpha1.ReasonOwnedElsewhere, id: id, sibling: other.Cluster == r.Cluster,
+			msg: fmt.Sprintf("Fleet pipeline %q (ID %s) belongs to Pipeline %s/%s (UID %s) of cluster %s by its ownership marker; "+
+				"it is never adopted: choose another spec.name", name, id, other.Namespace, other.Name, other.UID, other.Cluster)}
+	}
+	if pipelines.IsGrafanaSourced(existing) {
+		return &errRefused{reason: fleetv1alpha1.ReasonGrafanaManaged, id: id,
+			msg: fmt.Sprintf("Fleet pipeline %q (ID %s) is managed in Grafana (source Grafana); it is never adopted: "+
+				"choose another spec.name, or mirror it with %s=%s", name, id, fleetv1alpha1.AnnotationImportMode, fleetv1alpha1.ImportModeReadOnly)}
+	}
+	switch {
+	case !pipelines.Adopts(p):
+		return &errRefused{reason: fleetv1alpha1.ReasonNameTaken, id: id,
+			msg: fmt.Sprintf("Fleet pipeline %q (ID %s) was not created by this Pipeline; set the %s=%s annotation to take it over "+
+				"(deleting the Pipeline then deletes it), or choose another spec.name", name, id,
+				fleetv1alpha1.AnnotationImportMode, fleetv1alpha1.ImportModeAdopt)}
+	case established:
+		return &errRefused{reason: fleetv1alpha1.ReasonNameTaken, id: id,
+			msg: fmt.Sprintf("Fleet pipeline %q (ID %s) was not created by this Pipeline, which already created or adopted its "+
+				"pipeline once: %s=%s acts only once, so it does not take over a pipeline made since; choose another "+
+				"spec.name, or delete the Fleet pipeline to have it recreated from this CR", name, id,
+				fleetv1alpha1.AnnotationImportMode, fleetv1alpha1.ImportModeAdopt)}
+	}
+	return nil
 }
 
 // upsert writes the pipeline and records the answer; after a rename it deletes the pipeline the CR created under
@@ -100,14 +146,16 @@ func (r *PipelineReconciler) upsert(ctx context.Context, p *fleetv1alpha1.Pipeli
 	}
 	w, err := r.write(ctx, fc, p, name)
 	if w.recreate {
-		p.Status.ID = ""
+		// It had an ID under this name: whatever happens next, import-mode adopt has acted.
+		p.Status.ID, p.Status.OwnershipEstablished = "", true
 		recordSync("Pipeline", "Recreated")
 		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "Recreated", "Upsert", "Fleet pipeline %q was gone; creating it again", name)
 	}
-	var taken *errNameTaken
+	var refused *errRefused
 	switch {
 	case err == nil:
 		pipelines.ApplyStatus(&p.Status, w.res)
+		p.Status.OwnershipEstablished = true
 		p.Status.ObservedGeneration = p.Generation
 		msg := fmt.Sprintf("Fleet pipeline %q (ID %s) is in sync", name, p.Status.ID)
 		setCondition(p, fleetv1alpha1.ConditionReady, metav1.ConditionTrue, fleetv1alpha1.ReasonSynced, msg)
@@ -125,19 +173,19 @@ func (r *PipelineReconciler) upsert(ctx context.Context, p *fleetv1alpha1.Pipeli
 			p.Status.OrphanedPipelineIDs = append(p.Status.OrphanedPipelineIDs, previous)
 		}
 		return ctrl.Result{}, r.deleteOrphans(ctx, fc, p)
-	case errors.As(err, &taken):
+	case errors.As(err, &refused):
 		p.Status.ObservedGeneration = p.Generation
-		recordSync("Pipeline", fleetv1alpha1.ReasonNameTaken)
-		msg := fmt.Sprintf("Fleet pipeline %q (ID %s) was not created by this Pipeline; set the %s=%s annotation to take it over "+
-			"(deleting the Pipeline then deletes it), or choose another spec.name", name, taken.id,
-			fleetv1alpha1.AnnotationImportMode, fleetv1alpha1.ImportModeAdopt)
-		if ready := readyReason(p); ready != fleetv1alpha1.ReasonNameTaken {
-			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, fleetv1alpha1.ReasonNameTaken, "Upsert", "%s", msg)
+		recordSync("Pipeline", refused.reason)
+		if readyReason(p) != refused.reason {
+			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, refused.reason, "Upsert", "%s", refused.msg)
 		}
-		setCondition(p, fleetv1alpha1.ConditionReady, metav1.ConditionFalse, fleetv1alpha1.ReasonNameTaken, msg)
-		setCondition(p, fleetv1alpha1.ConditionSynced, metav1.ConditionFalse, fleetv1alpha1.ReasonNameTaken, msg)
-		if taken.sibling {
-			return ctrl.Result{RequeueAfter: RateLimitedRequeue}, nil
+		setCondition(p, fleetv1alpha1.ConditionReady, metav1.ConditionFalse, refused.reason, refused.msg)
+		setCondition(p, fleetv1alpha1.ConditionSynced, metav1.ConditionFalse, refused.reason, refused.msg)
+		if refused.sibling {
+			// Another CR of this cluster (mid-rename or mid-delete, or a leftover marker): soon at first, then
+			// backing off, so that ten such Pipelines cannot spend the whole rate budget.
+			since := time.Since(meta.FindStatusCondition(p.Status.Conditions, fleetv1alpha1.ConditionReady).LastTransitionTime.Time)
+			return ctrl.Result{RequeueAfter: pipelines.BackoffSince(since, RateLimitedRequeue, NameTakenRequeue)}, nil
 		}
 		return ctrl.Result{RequeueAfter: NameTakenRequeue}, nil
 	case fleetclient.IsRateLimited(err):

@@ -33,6 +33,8 @@ type PipelineDiscoveryReconciler struct {
 	Fleet Clients
 	// MaxConcurrentReconciles is --controller-discovery-max-concurrent.
 	MaxConcurrentReconciles int
+	// Cluster identifies this cluster in pipelines' ownership markers (the Pipeline controller's Cluster).
+	Cluster string
 }
 
 // +kubebuilder:rbac:groups=fleetmanagement.grafana.com,resources=pipelinediscoveries,verbs=get;list;watch
@@ -74,19 +76,6 @@ func (r *PipelineDiscoveryReconciler) poll(ctx context.Context, d *fleetv1alpha1
 	if err != nil {
 		return r.pollFailed(d, st, "PipelineDiscovery", r.Fleet, err), nil
 	}
-	// The whole list is read and filtered here, so that "gone from Fleet" and "no longer selected" can be told
-	// apart: only the first may delete a CR (deleting an adopted CR deletes its Fleet pipeline).
-	present := map[string]bool{}
-	byID := map[string]*pipelinev1.Pipeline{}
-	var remotes []discovery.Remote
-	for _, p := range all {
-		present[p.GetId()] = true
-		if !pipelines.MatchesSelector(p, d.Spec.Selector) {
-			continue
-		}
-		byID[p.GetId()] = p
-		remotes = append(remotes, discovery.Remote{ID: p.GetId(), CRName: discovery.PipelineCRName(p.GetName()), Invalid: pipelines.Importable(p)})
-	}
 	self := d.Namespace + "/" + d.Name
 	target := targetNamespace(d, d.Spec.TargetNamespace)
 	owned := &fleetv1alpha1.PipelineList{}
@@ -103,6 +92,19 @@ func (r *PipelineDiscoveryReconciler) poll(ctx context.Context, d *fleetv1alpha1
 		}
 		crs[p.Name] = p
 		existing = append(existing, existingPipeline(p))
+	}
+	// The whole list is read and filtered here, so that "gone from Fleet" and "no longer selected" can be told
+	// apart: only the first may delete a CR (deleting an adopted CR deletes its Fleet pipeline).
+	present := map[string]bool{}
+	byID := map[string]*pipelinev1.Pipeline{}
+	var remotes []discovery.Remote
+	for _, p := range all {
+		present[p.GetId()] = true
+		if !pipelines.MatchesSelector(p, d.Spec.Selector) || r.managedHere(p, target, crs) {
+			continue
+		}
+		byID[p.GetId()] = p
+		remotes = append(remotes, discovery.Remote{ID: p.GetId(), CRName: discovery.PipelineCRName(p.GetName()), Invalid: pipelines.Importable(p)})
 	}
 	plan := discovery.Build(self, remotes, existing, func(name string) (discovery.Existing, bool) {
 		p := &fleetv1alpha1.Pipeline{}
@@ -143,8 +145,10 @@ func (r *PipelineDiscoveryReconciler) poll(ctx context.Context, d *fleetv1alpha1
 		case exists:
 			failures = append(failures, failure("Pipeline", p, err))
 		default:
+			// Listed as a conflict (the object got no CR) and as a failure: Ready must not stay True.
 			plan.Conflicts = append(plan.Conflicts, discovery.Conflict{ID: rem.ID, CRName: rem.CRName,
 				Reason: fleetv1alpha1.ConflictCreateFailed, Message: err.Error()})
+			failures = append(failures, failure("Pipeline", p, err))
 		}
 	}
 	for _, pair := range plan.Refresh {
@@ -180,9 +184,25 @@ func existingPipeline(p *fleetv1alpha1.Pipeline) discovery.Existing {
 		ID: a[fleetv1alpha1.AnnotationFleetPipelineID], Stale: a[fleetv1alpha1.AnnotationPipelineDiscoveryStale] == "true"}
 }
 
-// importMode is the import-mode annotation for a Fleet pipeline: Grafana-sourced pipelines cannot be adopted.
-func importMode(d *fleetv1alpha1.PipelineDiscovery, fp *pipelinev1.Pipeline) string {
+// managedHere reports whether a Fleet pipeline carries this cluster's ownership marker naming a CR other than one
+// of this discovery's own: such a pipeline already has its CR here, so it is never imported (a duplicate would
+// sit in NameCollision and could bring the pipeline back after its CR deleted it).
+func (r *PipelineDiscoveryReconciler) managedHere(fp *pipelinev1.Pipeline, target string, crs map[string]*fleetv1alpha1.Pipeline) bool {
+	m, ok := pipelines.MarkerOf(fp)
+	if !ok || m.Cluster != r.Cluster {
+		return false
+	}
+	own, mine := crs[m.Name]
+	return m.Namespace != target || !mine || string(own.UID) != m.UID
+}
+
+// importMode is the import-mode annotation for a Fleet pipeline: Grafana-sourced pipelines and pipelines another
+// cluster's CR owns (by marker) are only ever mirrored.
+func (r *PipelineDiscoveryReconciler) importMode(d *fleetv1alpha1.PipelineDiscovery, fp *pipelinev1.Pipeline) string {
 	if d.Spec.ImportMode == fleetv1alpha1.DiscoveryReadOnly || pipelines.IsGrafanaSourced(fp) {
+		return fleetv1alpha1.ImportModeReadOnly
+	}
+	if m, ok := pipelines.MarkerOf(fp); ok && m.Cluster != r.Cluster {
 		return fleetv1alpha1.ImportModeReadOnly
 	}
 	return fleetv1alpha1.ImportModeAdopt
@@ -199,7 +219,7 @@ func (r *PipelineDiscoveryReconciler) newPipeline(d *fleetv1alpha1.PipelineDisco
 				fleetv1alpha1.LabelPipelineDiscoveryNamespace: d.Namespace,
 			},
 			Annotations: map[string]string{
-				fleetv1alpha1.AnnotationImportMode:           importMode(d, fp),
+				fleetv1alpha1.AnnotationImportMode:           r.importMode(d, fp),
 				fleetv1alpha1.AnnotationFleetPipelineID:      fp.GetId(),
 				fleetv1alpha1.AnnotationPipelineDiscoveredBy: d.Namespace + "/" + d.Name,
 				fleetv1alpha1.AnnotationNameScope:            fleetv1alpha1.NameScopeNone,
@@ -216,7 +236,7 @@ func (r *PipelineDiscoveryReconciler) refresh(ctx context.Context, d *fleetv1alp
 		return nil
 	}
 	changed := setAnnotation(p, fleetv1alpha1.AnnotationPipelineDiscoveryStale, "")
-	mode := importMode(d, fp)
+	mode := r.importMode(d, fp)
 	changed = setAnnotation(p, fleetv1alpha1.AnnotationImportMode, mode) || changed
 	if mode == fleetv1alpha1.ImportModeReadOnly {
 		want := pipelines.SpecFromProto(fp)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -53,6 +54,8 @@ func TestMain(m *testing.M) {
 			// Both are on for the whole suite: the tests' own requests come from an administrator no TenantPolicy
 			// binds, and tenancy_test.go impersonates the users it binds.
 			o.EnforceTenantPolicies, o.EnforceCrossNamespaceDiscoveryAuthz = true, true
+			// Short, so drift_test.go sees a repair within seconds; one ListPipelines per interval.
+			o.FleetDriftInterval = 2 * time.Second
 		},
 	})
 	srv.Close()

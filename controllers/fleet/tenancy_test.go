@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	collectorv1 "github.com/grafana/fleet-management-api/api/gen/proto/go/collector/v1"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -107,7 +108,10 @@ func TestTenantPolicyIsEnforcedForEveryKind(t *testing.T) {
 			g.Expect(alice.Create(ctx, o)).To(MatchError(ContainSubstring("spec.selector.collectorIDs")))
 		}
 	}
-	// Spelling of the required matcher does not matter; the other matchers are free.
+	// Spelling of the required matcher does not matter; the other matchers are free. (The collector is registered
+	// and already team a's: an unregistered ID is claimable only through a collector.id matcher.)
+	srv.PutCollector(&collectorv1.Collector{Id: tenantNS + "-col-ok", LocalAttributes: map[string]string{"team": "a"},
+		CollectorType: collectorv1.CollectorType_COLLECTOR_TYPE_ALLOY})
 	for _, o := range objects(tenantNS, "-ok", []string{`team = a`, `env=~"prod|dev"`}, nil, map[string]string{"team": "a"}) {
 		g.Expect(alice.Create(ctx, o)).To(Succeed(), "%T", o)
 	}

@@ -96,7 +96,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How many PipelineDiscoveries and CollectorDiscoveries (each) are polled at once.")
 	fs.BoolVar(&o.EnforceTenantPolicies, "enable-tenant-policy-enforcement", o.EnforceTenantPolicies,
 		"Enforce TenantPolicies at admission for Pipelines, Collectors, RemoteAttributePolicies, ExternalAttributeSyncs "+
-			"and both discoveries.")
+			"and both discoveries (on by default: only users a TenantPolicy binds are confined; =false ignores every TenantPolicy).")
 	fs.BoolVar(&o.EnforceCrossNamespaceDiscoveryAuthz, "enforce-cross-namespace-discovery-authz", o.EnforceCrossNamespaceDiscoveryAuthz,
 		"Admit a discovery whose spec.targetNamespace is another namespace only when a SubjectAccessReview says the "+
 			"requester may create the discovered kind there (on by default; =false admits any target namespace).")
@@ -108,6 +108,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"When running as a ServiceAccount, install the escalation guard (a ValidatingAdmissionPolicy the operator may "+
 			"create but never change) and wait until it is enforced before starting; =false only where an administrator "+
 			"installs an equivalent policy (docs/install.md, \"Permissions\").")
+	fs.DurationVar(&o.FleetDriftInterval, "fleet-drift-interval", o.FleetDriftInterval,
+		"How often managed Fleet pipelines are compared with Fleet Management (one ListPipelines call) and any changed "+
+			"outside the operator restored from their Pipeline; 0 means 10m, a negative value never.")
 	fs.StringVar(&o.FleetClusterID, "fleet-cluster-id", o.FleetClusterID,
 		"Identity of this cluster in the ownership marker written into Fleet pipelines' metadata; empty means the "+
 			"UID of the kube-system namespace.")

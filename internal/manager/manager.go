@@ -117,6 +117,9 @@ type Options struct {
 	// FleetClusterID identifies this cluster in the ownership marker of Fleet pipelines; empty means the UID of
 	// the kube-system namespace.
 	FleetClusterID string
+	// FleetDriftInterval is how often managed Fleet pipelines are compared with Fleet and repaired; 0 means 10m,
+	// a negative value never.
+	FleetDriftInterval time.Duration
 	// SyncTargetRate and SyncTargetBurst size the per-host rate limiter of ExternalAttributeSync HTTP sources.
 	SyncTargetRate  float64
 	SyncTargetBurst int
@@ -184,11 +187,14 @@ func DefaultOptions() Options {
 		// On by default: without it anyone allowed to create a discovery could fill any namespace with CRs.
 		EnforceCrossNamespaceDiscoveryAuthz: true,
 		EnforceSecretUseAuthz:               true,
-		SyncTargetRate:                      1,
-		SyncTargetBurst:                     5,
-		RegistryBindAddress:                 ":9090",
-		RegistryTokenAudience:               "agentrax-registry",
-		RegistryListenToolChanges:           true,
+		// On by default: a TenantPolicy confines only the users it binds, so with no TenantPolicy nothing changes,
+		// and one that exists is never silently ignored.
+		EnforceTenantPolicies:     true,
+		SyncTargetRate:            1,
+		SyncTargetBurst:           5,
+		RegistryBindAddress:       ":9090",
+		RegistryTokenAudience:     "agentrax-registry",
+		RegistryListenToolChanges: true,
 	}
 }
 
@@ -358,6 +364,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			SSRFAllow: externalAllow, SSRFAllowForTesting: o.SSRFAllowForTesting,
 			EnforceTenantPolicies: o.EnforceTenantPolicies, EnforceCrossNamespaceDiscoveryAuthz: o.EnforceCrossNamespaceDiscoveryAuthz,
 			EnforceSecretUseAuthz: o.EnforceSecretUseAuthz, ClusterID: o.FleetClusterID,
+			DriftInterval: o.FleetDriftInterval,
 		},
 		Registry: registrySettings,
 		PeerDial: peerDial,

@@ -52,6 +52,17 @@ func TestDefaultsAreProductionSafe(t *testing.T) {
 	g.Expect(o.EnforceCrossNamespaceDiscoveryAuthz).To(BeTrue(), "a discovery may write into another namespace only when its author may")
 }
 
+func TestTenantPolicyEnforcementIsOnByDefault(t *testing.T) {
+	g := NewWithT(t)
+	o := DefaultOptions()
+	g.Expect(o.EnforceTenantPolicies).To(BeTrue(), "a TenantPolicy binds its subjects on a default install")
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	o.BindFlags(fs)
+	g.Expect(fs.Lookup("enable-tenant-policy-enforcement").DefValue).To(Equal("true"))
+	g.Expect(fs.Parse([]string{"--enable-tenant-policy-enforcement=false"})).To(Succeed())
+	g.Expect(o.EnforceTenantPolicies).To(BeFalse())
+}
+
 func TestCrossNamespaceDiscoveryAuthzCanBeTurnedOff(t *testing.T) {
 	g := NewWithT(t)
 	o := DefaultOptions()

@@ -7,7 +7,9 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"time"
 
+	pipelinev1 "github.com/grafana/fleet-management-api/api/gen/proto/go/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -48,6 +50,8 @@ type FleetSettings struct {
 	EnforceSecretUseAuthz bool
 	// ClusterID is --fleet-cluster-id; empty means the kube-system namespace's UID.
 	ClusterID string
+	// DriftInterval is --fleet-drift-interval.
+	DriftInterval time.Duration
 }
 
 // clusterID is the cluster identity of the pipeline ownership marker: the flag, else the UID of kube-system,
@@ -68,9 +72,35 @@ func (s FleetSettings) tenancy(mgr ctrl.Manager) *fleetwebhooks.Tenancy {
 	return &fleetwebhooks.Tenancy{
 		Policies: mgr.GetClient(), Namespaces: mgr.GetAPIReader(), Reviews: mgr.GetClient(),
 		EnforcePolicies: s.EnforceTenantPolicies, EnforceCrossNamespace: s.EnforceCrossNamespaceDiscoveryAuthz,
-		EnforceSecretUse: s.EnforceSecretUseAuthz,
+		EnforceSecretUse:  s.EnforceSecretUseAuthz,
+		PipelineNameScope: s.PipelineNameScope,
+		PipelineMatchers: func(ctx context.Context, name string) ([]string, bool, error) {
+			p, err := admissionProvider(mgr, s)
+			if err != nil {
+				return nil, false, err
+			}
+			fc, err := p.Client(ctx)
+			if err != nil {
+				return nil, false, err
+			}
+			id, err := fc.GetPipelineID(ctx, name)
+			var fp *pipelinev1.Pipeline
+			if err == nil {
+				fp, err = fc.GetPipeline(ctx, id)
+			}
+			if fleetclient.IsNotFound(err) {
+				return nil, false, nil
+			}
+			if err != nil {
+				if fleetclient.IsUnauthenticated(err) {
+					p.Invalidate()
+				}
+				return nil, false, err
+			}
+			return fp.GetMatchers(), true, nil
+		},
 		Collectors: func(ctx context.Context, id string) (map[string]string, bool, error) {
-			p, err := fleetProvider(mgr, s)
+			p, err := admissionProvider(mgr, s)
 			if err != nil {
 				return nil, false, err
 			}
@@ -83,6 +113,9 @@ func (s FleetSettings) tenancy(mgr ctrl.Manager) *fleetwebhooks.Tenancy {
 				return nil, false, nil
 			}
 			if err != nil {
+				if fleetclient.IsUnauthenticated(err) {
+					p.Invalidate()
+				}
 				return nil, false, err
 			}
 			attrs := maps.Clone(col.GetLocalAttributes())
@@ -104,10 +137,43 @@ func (s FleetSettings) guard() *netguard.Guard {
 // bucket.
 var fleetProviders sync.Map
 
+// Admission's own Fleet budget: a webhook answers within its 10 s timeout only if it never queues behind the
+// controllers' bucket (a reconcile storm can empty it for minutes). Fleet therefore sees at most --fleet-api-rps
+// plus AdmissionRPS.
+const (
+	AdmissionRPS   = 1
+	AdmissionBurst = 10
+)
+
+// admissionProviders holds the webhooks' client provider per manager, with its own token bucket.
+var admissionProviders sync.Map
+
+func admissionProvider(mgr ctrl.Manager, s FleetSettings) (*fleetclient.Provider, error) {
+	if p, ok := admissionProviders.Load(mgr); ok {
+		return p.(*fleetclient.Provider), nil
+	}
+	s.RPS, s.Burst = AdmissionRPS, AdmissionBurst
+	p, err := newFleetProvider(mgr, s)
+	if err != nil {
+		return nil, err
+	}
+	actual, _ := admissionProviders.LoadOrStore(mgr, p)
+	return actual.(*fleetclient.Provider), nil
+}
+
 func fleetProvider(mgr ctrl.Manager, s FleetSettings) (*fleetclient.Provider, error) {
 	if p, ok := fleetProviders.Load(mgr); ok {
 		return p.(*fleetclient.Provider), nil
 	}
+	p, err := newFleetProvider(mgr, s)
+	if err != nil {
+		return nil, err
+	}
+	actual, _ := fleetProviders.LoadOrStore(mgr, p)
+	return actual.(*fleetclient.Provider), nil
+}
+
+func newFleetProvider(mgr ctrl.Manager, s FleetSettings) (*fleetclient.Provider, error) {
 	var secret types.NamespacedName
 	if s.CredentialsSecret != "" {
 		ns, name, ok := strings.Cut(s.CredentialsSecret, "/")
@@ -121,11 +187,9 @@ func fleetProvider(mgr ctrl.Manager, s FleetSettings) (*fleetclient.Provider, er
 			return nil, fmt.Errorf("--fleet-api-url: %w", err)
 		}
 	}
-	p := fleetclient.NewProvider(mgr.GetAPIReader(), fleetclient.ProviderOptions{
+	return fleetclient.NewProvider(mgr.GetAPIReader(), fleetclient.ProviderOptions{
 		Secret: secret, URL: s.APIURL, RPS: s.RPS, Burst: s.Burst,
-	})
-	actual, _ := fleetProviders.LoadOrStore(mgr, p)
-	return actual.(*fleetclient.Provider), nil
+	}), nil
 }
 
 func nameScope(s FleetSettings) (string, error) {
@@ -143,7 +207,8 @@ func fleetControllers() []Controller {
 	return []Controller{
 		{
 			Name: fleetcontrollers.PipelineControllerName, Group: "fleet",
-			Reads: []Kind{"fleet/Pipeline"},
+			// PipelineDiscoveries are read to tell whether a read-only Pipeline's discovery still refreshes it.
+			Reads: []Kind{"fleet/Pipeline", "fleet/PipelineDiscovery"},
 			Setup: func(ctx context.Context, mgr ctrl.Manager, d Dependencies) error {
 				provider, err := fleetProvider(mgr, d.Fleet)
 				if err != nil {
@@ -158,11 +223,12 @@ func fleetControllers() []Controller {
 					return err
 				}
 				return (&fleetcontrollers.PipelineReconciler{
-					Client:    mgr.GetClient(),
-					Recorder:  mgr.GetEventRecorder(fleetcontrollers.PipelineControllerName),
-					Fleet:     provider,
-					NameScope: scope,
-					Cluster:   cluster,
+					Client:        mgr.GetClient(),
+					Recorder:      mgr.GetEventRecorder(fleetcontrollers.PipelineControllerName),
+					Fleet:         provider,
+					NameScope:     scope,
+					Cluster:       cluster,
+					DriftInterval: d.Fleet.DriftInterval,
 				}).SetupWithManager(ctx, mgr)
 			},
 		},
@@ -222,7 +288,12 @@ func fleetControllers() []Controller {
 				if err != nil {
 					return err
 				}
+				cluster, err := clusterID(ctx, mgr, d.Fleet)
+				if err != nil {
+					return err
+				}
 				return (&fleetcontrollers.PipelineDiscoveryReconciler{
+					Cluster:                 cluster,
 					Client:                  mgr.GetClient(),
 					APIReader:               mgr.GetAPIReader(),
 					Poller:                  fleetcontrollers.Poller{Recorder: mgr.GetEventRecorder(fleetcontrollers.PipelineDiscoveryControllerName), Clock: d.Clock},

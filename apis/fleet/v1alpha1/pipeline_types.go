@@ -77,6 +77,18 @@ const (
 	// ReasonNameTaken: a Fleet pipeline of this name exists that the CR neither created nor was told to adopt.
 	ReasonNameTaken     = "NameTaken"
 	ReasonNotRegistered = "NotRegistered"
+	// ReasonGrafanaManaged: the Fleet pipeline of this name is Grafana-sourced (made in the Grafana UI); it is never
+	// adopted, whatever the import-mode annotation says.
+	ReasonGrafanaManaged = "GrafanaManaged"
+	// ReasonOwnedElsewhere: the Fleet pipeline of this name carries the ownership marker of another Pipeline CR (of
+	// this cluster or another); it is never adopted.
+	ReasonOwnedElsewhere = "OwnedElsewhere"
+	// ReasonPipelineGone: a discovered Pipeline that never owned its Fleet pipeline found it deleted; a discovered
+	// CR only adopts, it never creates the pipeline again.
+	ReasonPipelineGone = "PipelineGone"
+	// ReasonDiscoveryGone: a read-only Pipeline's discovery, which alone refreshes it, no longer exists; Ready is
+	// Unknown because the mirrored status is frozen.
+	ReasonDiscoveryGone = "DiscoveryGone"
 )
 
 // PipelineSource says where a pipeline was last updated from.
@@ -172,6 +184,11 @@ type PipelineStatus struct {
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=16
 	OrphanedPipelineIDs []string `json:"orphanedPipelineIDs,omitempty"`
+	// OwnershipEstablished is set once this CR has created or adopted its Fleet pipeline. From then on the
+	// ownership marker alone decides which pipeline is its own: import-mode adopt has acted and never takes over
+	// another pipeline (one made after the original was deleted, say).
+	// +optional
+	OwnershipEstablished bool `json:"ownershipEstablished,omitempty"`
 	// SyncedName is the name the pipeline has in Fleet Management (spec.name, or metadata.name, with the
 	// namespace prefix under the namespace name scope).
 	// +optional

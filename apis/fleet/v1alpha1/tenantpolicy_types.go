@@ -55,7 +55,7 @@ type TenantPolicyStatus struct {
 }
 
 // TenantPolicy binds users, groups and service accounts to matchers that every fleet object they write must
-// carry (enforced at admission with --enable-tenant-policy-enforcement).
+// carry (enforced at admission unless --enable-tenant-policy-enforcement=false).
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=fmtp,categories={fleet}

@@ -147,3 +147,33 @@ func TestDiff(t *testing.T) {
 		})
 	}
 }
+
+func TestHandedOff(t *testing.T) {
+	owned := func(pairs ...string) []fleetv1alpha1.AttributeOwner {
+		var out []fleetv1alpha1.AttributeOwner
+		for i := 0; i < len(pairs); i += 2 {
+			out = append(out, fleetv1alpha1.AttributeOwner{Key: pairs[i], Value: pairs[i+1], OwnerKind: fleetv1alpha1.OwnerCollector, OwnerName: "a/old"})
+		}
+		return out
+	}
+	for name, tc := range map[string]struct {
+		previous  []fleetv1alpha1.AttributeOwner
+		successor map[string]bool
+		remote    map[string]string
+		want      []string
+	}{
+		"no successor, unchanged":        {owned("k", "v", "j", "w"), nil, map[string]string{"k": "v", "j": "w"}, []string{"k", "j"}},
+		"successor owns a key":           {owned("k", "v", "j", "w"), map[string]bool{"k": true}, map[string]string{"k": "v", "j": "w"}, []string{"j"}},
+		"rewritten before status":        {owned("k", "v"), nil, map[string]string{"k": "new"}, nil},
+		"already gone stays in the list": {owned("k", "v"), nil, map[string]string{}, []string{"k"}},
+		"nothing owned":                  {nil, map[string]bool{"k": true}, map[string]string{"k": "v"}, nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var keys []string
+			for _, o := range HandedOff(tc.previous, tc.successor, tc.remote) {
+				keys = append(keys, o.Key)
+			}
+			NewWithT(t).Expect(keys).To(Equal(tc.want))
+		})
+	}
+}

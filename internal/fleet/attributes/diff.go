@@ -53,3 +53,18 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// HandedOff narrows what a deleting Collector may remove once another Collector holds its collector ID: not a key
+// the successor owns (successorKeys, from its status.attributeOwners), and not a key whose value in Fleet is no
+// longer the one this Collector wrote (someone, likely the successor before its status caught up, rewrote it).
+// A finalizer retrying after the hand-off therefore never strips what the new holder wrote.
+func HandedOff(previous []fleetv1alpha1.AttributeOwner, successorKeys map[string]bool, remote map[string]string) []fleetv1alpha1.AttributeOwner {
+	var out []fleetv1alpha1.AttributeOwner
+	for _, o := range previous {
+		if v, ok := remote[o.Key]; successorKeys[o.Key] || (ok && v != o.Value) {
+			continue
+		}
+		out = append(out, o)
+	}
+	return out
+}

@@ -49,6 +49,9 @@ type Config struct {
 	JSON bool
 	// Timeout bounds each call, limiter wait excluded; 0 means 30 s.
 	Timeout time.Duration
+	// OnUnauthenticated, when set, is called after any call answered 401, whichever caller made it (a finalizer,
+	// an orphan delete, a webhook): the Provider uses it to drop this Client so the next call re-reads the Secret.
+	OnUnauthenticated func()
 }
 
 // Client calls the PipelineService and CollectorService.
@@ -57,6 +60,7 @@ type Client struct {
 	collectors collectorv1connect.CollectorServiceClient
 	limiter    *rate.Limiter
 	timeout    time.Duration
+	onUnauth   func()
 }
 
 // NormalizeBaseURL checks that raw is an https URL and strips a trailing service path and slashes.
@@ -112,6 +116,11 @@ func New(cfg Config) (*Client, error) {
 		func(next connect.UnaryFunc) connect.UnaryFunc {
 			return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 				req.Header().Set("Authorization", auth)
+				userAgent := "quartet-operator"
+				if caller, ok := ctx.Value(callerKey{}).(string); ok && caller != "" {
+					userAgent += " (" + caller + ")"
+				}
+				req.Header().Set("User-Agent", userAgent)
 				return next(ctx, req)
 			}
 		}))}
@@ -127,7 +136,16 @@ func New(cfg Config) (*Client, error) {
 		collectors: collectorv1connect.NewCollectorServiceClient(httpClient, base, opts...),
 		limiter:    limiter,
 		timeout:    timeout,
+		onUnauth:   cfg.OnUnauthenticated,
 	}, nil
+}
+
+type callerKey struct{}
+
+// WithCaller names the purpose of the calls made with ctx (e.g. "drift-check"); it is sent in the User-Agent,
+// "quartet-operator (<caller>)", so Fleet's logs (and the local test server) can tell background checks apart.
+func WithCaller(ctx context.Context, caller string) context.Context {
+	return context.WithValue(ctx, callerKey{}, caller)
 }
 
 // call waits for a token, then runs fn in a span, recording the metrics.
@@ -150,6 +168,9 @@ func call[Res any](ctx context.Context, c *Client, operation string, fn func(con
 	requestDuration.WithLabelValues(operation, status).Observe(time.Since(sent).Seconds())
 	span.SetAttributes(attribute.String("http.response.status_code", status))
 	if err != nil {
+		if c.onUnauth != nil && IsUnauthenticated(err) {
+			c.onUnauth()
+		}
 		errorsTotal.WithLabelValues(operation, status).Inc()
 		telemetry.EndSpan(span, err)
 		return nil, err

@@ -81,19 +81,31 @@ func (p *Provider) Client(ctx context.Context) (*Client, error) {
 	if p.opts.URL != "" {
 		base = p.opts.URL
 	}
+	var c *Client
 	c, err := New(Config{
-		BaseURL:  base,
-		Username: string(secret.Data[SecretKeyUsername]),
-		Password: string(secret.Data[SecretKeyPassword]),
-		CAPEM:    secret.Data[SecretKeyCA],
-		Limiter:  p.limiter,
-		JSON:     p.opts.JSON,
+		// A 401 from any caller drops exactly this client (not a newer one built meanwhile).
+		OnUnauthenticated: func() { p.drop(c) },
+		BaseURL:           base,
+		Username:          string(secret.Data[SecretKeyUsername]),
+		Password:          string(secret.Data[SecretKeyPassword]),
+		CAPEM:             secret.Data[SecretKeyCA],
+		Limiter:           p.limiter,
+		JSON:              p.opts.JSON,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("credentials Secret %s: %w", p.opts.Secret, err)
 	}
 	p.client = c
 	return c, nil
+}
+
+// drop forgets c if it is still the cached Client.
+func (p *Provider) drop(c *Client) {
+	p.mu.Lock()
+	if p.client == c {
+		p.client = nil
+	}
+	p.mu.Unlock()
 }
 
 // Invalidate drops the cached Client so the next call re-reads the Secret (after a 401, for example).

@@ -36,6 +36,9 @@ type Call struct {
 	Method string
 	// ContentType is the request's content type (application/proto or application/json).
 	ContentType string
+	// Caller is the purpose the operator's client names in its User-Agent (quartet-operator (<caller>)), e.g.
+	// drift-check; empty for ordinary reconcile calls.
+	Caller string
 	// Request is a copy of the request message.
 	Request proto.Message
 	// Code is the Connect code of the answer (0 for success).
@@ -54,6 +57,9 @@ type Fault struct {
 	Times int
 	// RetryAfter, when set, is sent as the Retry-After header (whole seconds) with the error, as Fleet does on 429.
 	RetryAfter time.Duration
+	// Caller limits the fault to calls of that caller (see Call.Caller); empty means ordinary calls only, so a
+	// background check never takes a fault meant for the reconcile under test.
+	Caller string
 }
 
 // Server is the local Fleet Management API.
@@ -129,13 +135,14 @@ func (s *Server) interceptor() connect.UnaryInterceptorFunc {
 			procedure := req.Spec().Procedure
 			method := procedure[strings.LastIndex(procedure, "/")+1:]
 			msg, _ := req.Any().(proto.Message)
-			call := Call{Procedure: procedure, Method: method, ContentType: req.Header().Get("Content-Type"), At: time.Now()}
+			call := Call{Procedure: procedure, Method: method, ContentType: req.Header().Get("Content-Type"), At: time.Now(),
+				Caller: callerOf(req.Header().Get("User-Agent"))}
 			if msg != nil {
 				call.Request = proto.Clone(msg)
 			}
 			s.mu.Lock()
 			latency := s.latency
-			fault := s.takeFault(method)
+			fault := s.takeFault(method, call.Caller)
 			s.mu.Unlock()
 			if latency > 0 {
 				select {
@@ -188,10 +195,20 @@ func (s *Server) authorized(header string) bool {
 	return subtle.ConstantTimeCompare(dec, []byte(want)) == 1
 }
 
-// takeFault returns the first fault for method, consuming one of its times. Call with mu held.
-func (s *Server) takeFault(method string) *Fault {
+// callerOf reads the caller from a User-Agent of the form "quartet-operator (<caller>)".
+func callerOf(userAgent string) string {
+	rest, ok := strings.CutPrefix(userAgent, "quartet-operator (")
+	if !ok {
+		return ""
+	}
+	caller, _, _ := strings.Cut(rest, ")")
+	return caller
+}
+
+// takeFault returns the first fault for method and caller, consuming one of its times. Call with mu held.
+func (s *Server) takeFault(method, caller string) *Fault {
 	for i, f := range s.faults {
-		if f.Method != "" && f.Method != method {
+		if (f.Method != "" && f.Method != method) || f.Caller != caller {
 			continue
 		}
 		if f.Times > 0 {
@@ -258,6 +275,17 @@ func (s *Server) CallsTo(method string) []Call {
 	var out []Call
 	for _, c := range s.Calls() {
 		if c.Method == method {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// CallsFrom returns the recorded calls of one method made by caller ("" for ordinary calls).
+func (s *Server) CallsFrom(method, caller string) []Call {
+	var out []Call
+	for _, c := range s.CallsTo(method) {
+		if c.Caller == caller {
 			out = append(out, c)
 		}
 	}

@@ -120,6 +120,65 @@ func CheckSelector(path *field.Path, policies []*fleetv1alpha1.TenantPolicy, mat
 	return errs
 }
 
+// CheckAdoption checks the Fleet pipeline a tenanted user's Pipeline would adopt (import-mode adopt): its current
+// matchers must confine it to the tenant exactly as the CR's own must, so a tenant adopts only a pipeline it could
+// have created. path names the annotation that asks for the adoption.
+func CheckAdoption(path *field.Path, policies []*fleetv1alpha1.TenantPolicy, name string, existingMatchers []string) field.ErrorList {
+	if len(policies) == 0 || containsAny(existingMatchers, Required(policies)) {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(path, fmt.Sprintf(
+		"the Fleet pipeline %q this would adopt has matchers [%s], none of which your TenantPolicies (%s) require (%s): "+
+			"a tenant may adopt only a pipeline it could have created", name, strings.Join(existingMatchers, ", "), names(policies),
+		strings.Join(Required(policies), ", ")))}
+}
+
+// CheckAttributeValues checks the attribute values a tenanted user's RemoteAttributePolicy sets: a key that a
+// required matcher names (team in team="a") may only be given a value that satisfies one of the required matchers
+// on that key, or the policy would move the collectors it selects into another tenant's slice (team: b). Keys no
+// required matcher names are free. path is the attributes map.
+func CheckAttributeValues(path *field.Path, policies []*fleetv1alpha1.TenantPolicy, attrs map[string]string) field.ErrorList {
+	constrained := constrainedKeys(policies)
+	var errs field.ErrorList
+	for _, k := range slices.Sorted(maps.Keys(attrs)) {
+		ms := constrained[k]
+		if len(ms) == 0 || slices.ContainsFunc(ms, func(m *fleetv1alpha1.Matcher) bool { return m.Matches(map[string]string{k: attrs[k]}) }) {
+			continue
+		}
+		errs = append(errs, field.Forbidden(path.Key(k), fmt.Sprintf(
+			"value %q does not satisfy the matchers your TenantPolicies (%s) require on %q (%s): it would move collectors out of your slice",
+			attrs[k], names(policies), k, strings.Join(Required(policies), ", "))))
+	}
+	return errs
+}
+
+// CheckAttributeKeys checks the keys a tenanted user's ExternalAttributeSync maps: its values come from an outside
+// source at run time, where no user can be asked, so a key a required matcher names may not be set by it at all.
+func CheckAttributeKeys(path *field.Path, policies []*fleetv1alpha1.TenantPolicy, keys []string) field.ErrorList {
+	constrained := constrainedKeys(policies)
+	var errs field.ErrorList
+	for _, k := range slices.Sorted(slices.Values(keys)) {
+		if len(constrained[k]) > 0 {
+			errs = append(errs, field.Forbidden(path.Key(k), fmt.Sprintf(
+				"may not be set by a sync of a user bound by a TenantPolicy (%s): %q is the key its required matchers (%s) confine "+
+					"tenants by, and a fetched value could move collectors out of your slice; set it with a RemoteAttributePolicy or the Collector",
+				names(policies), k, strings.Join(Required(policies), ", "))))
+		}
+	}
+	return errs
+}
+
+// constrainedKeys maps each attribute key a required matcher names to those matchers.
+func constrainedKeys(policies []*fleetv1alpha1.TenantPolicy) map[string][]*fleetv1alpha1.Matcher {
+	out := map[string][]*fleetv1alpha1.Matcher{}
+	for _, m := range Required(policies) {
+		if pm, err := fleetv1alpha1.ParseMatcher(m); err == nil {
+			out[pm.Name] = append(out[pm.Name], pm)
+		}
+	}
+	return out
+}
+
 // CheckCollector checks a Collector written by a tenanted user: the attributes the CR gives the collector (its
 // remote attributes and collector.id) must satisfy one of the required matchers, so the collector stays inside
 // the tenant's slice of the fleet.
@@ -141,6 +200,19 @@ func CheckCollectorCurrent(path *field.Path, policies []*fleetv1alpha1.TenantPol
 	return field.ErrorList{field.Forbidden(path.Child("id"), fmt.Sprintf(
 		"collector %q as registered in Fleet Management matches none of the matchers your TenantPolicies (%s) require (%s): "+
 			"a tenant may only manage collectors already inside its scope", id, names(policies), strings.Join(Required(policies), ", ")))}
+}
+
+// CheckUnregistered checks a Collector a tenanted user writes for a collector Fleet does not know yet: the ID alone
+// (collector.id, no attributes) must satisfy one of the required matchers, e.g. collector.id=~"a-.*". Otherwise a
+// tenant could claim a predictable ID before its collector registers and give it the tenant's attributes.
+func CheckUnregistered(path *field.Path, policies []*fleetv1alpha1.TenantPolicy, id string) field.ErrorList {
+	if len(policies) == 0 || matchesRequired(policies, id, nil) {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(path.Child("id"), fmt.Sprintf(
+		"collector %q has not registered with Fleet Management, and the ID alone matches none of the matchers your TenantPolicies "+
+			"(%s) require (%s): a tenant may claim an unregistered ID only inside its scope (a collector.id matcher)",
+		id, names(policies), strings.Join(Required(policies), ", ")))}
 }
 
 func containsAny(matchers, required []string) bool {

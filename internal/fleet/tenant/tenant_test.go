@@ -170,3 +170,80 @@ func TestCheckCollectorCurrent(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckAdoption(t *testing.T) {
+	a := policy("a", nil, []string{`team="a"`}, nil)
+	bound := []*fleetv1alpha1.TenantPolicy{&a}
+	path := field.NewPath("metadata", "annotations").Key("import-mode")
+	for name, tc := range map[string]struct {
+		policies []*fleetv1alpha1.TenantPolicy
+		existing []string
+		ok       bool
+	}{
+		"not tenanted":                  {nil, []string{`team="b"`}, true},
+		"the tenant's pipeline":         {bound, []string{`env="prod"`, `team = a`}, true},
+		"another tenant's pipeline":     {bound, []string{`team="b"`}, false},
+		"a pipeline of every collector": {bound, nil, false},
+		"a regex is not the matcher":    {bound, []string{`team=~"a|b"`}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			errs := CheckAdoption(path, tc.policies, "logs", tc.existing)
+			if tc.ok {
+				g.Expect(errs).To(BeEmpty())
+				return
+			}
+			g.Expect(errs).To(HaveLen(1))
+			g.Expect(errs[0].Field).To(Equal(`metadata.annotations[import-mode]`))
+			g.Expect(errs[0].Detail).To(ContainSubstring(`"logs"`))
+		})
+	}
+}
+
+func TestCheckAttributeValuesAndKeys(t *testing.T) {
+	a := policy("a", nil, []string{`team="a"`, `team=~"a-.*"`}, nil)
+	bound := []*fleetv1alpha1.TenantPolicy{&a}
+	path := field.NewPath("spec", "attributes")
+	for name, tc := range map[string]struct {
+		policies []*fleetv1alpha1.TenantPolicy
+		attrs    map[string]string
+		want     []string
+	}{
+		"not tenanted":                    {nil, map[string]string{"team": "b"}, nil},
+		"the tenant's own value":          {bound, map[string]string{"team": "a", "tier": "1"}, nil},
+		"a value one matcher accepts":     {bound, map[string]string{"team": "a-edge"}, nil},
+		"unconstrained keys are free":     {bound, map[string]string{"tier": "gold", "owner": "b"}, nil},
+		"another tenant's value":          {bound, map[string]string{"team": "b", "tier": "1"}, []string{"spec.attributes[team]"}},
+		"an empty value leaves the slice": {bound, map[string]string{"team": ""}, []string{"spec.attributes[team]"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			var fields []string
+			for _, e := range CheckAttributeValues(path, tc.policies, tc.attrs) {
+				fields = append(fields, e.Field)
+				g.Expect(e.Detail).To(ContainSubstring(`team="a"`))
+			}
+			g.Expect(fields).To(Equal(tc.want))
+		})
+	}
+	g := NewWithT(t)
+	keys := field.NewPath("spec", "mapping", "attributeFields")
+	g.Expect(CheckAttributeKeys(keys, bound, []string{"rack", "tier"})).To(BeEmpty())
+	errs := CheckAttributeKeys(keys, bound, []string{"rack", "team"})
+	g.Expect(errs).To(HaveLen(1))
+	g.Expect(errs[0].Field).To(Equal("spec.mapping.attributeFields[team]"))
+}
+
+func TestCheckUnregistered(t *testing.T) {
+	byTeam := policy("team", nil, []string{`team="a"`}, nil)
+	byID := policy("id", nil, []string{`team="a"`, `collector.id=~"a-.*"`}, nil)
+	path := field.NewPath("spec")
+	g := NewWithT(t)
+	g.Expect(CheckUnregistered(path, nil, "anything")).To(BeEmpty())
+	g.Expect(CheckUnregistered(path, []*fleetv1alpha1.TenantPolicy{&byID}, "a-7")).To(BeEmpty())
+	errs := CheckUnregistered(path, []*fleetv1alpha1.TenantPolicy{&byID}, "b-7")
+	g.Expect(errs).To(HaveLen(1))
+	g.Expect(errs[0].Field).To(Equal("spec.id"))
+	g.Expect(CheckUnregistered(path, []*fleetv1alpha1.TenantPolicy{&byTeam}, "a-7")).To(HaveLen(1),
+		"attributes cannot place an ID nobody has registered yet")
+}

@@ -2,6 +2,8 @@ package fleet
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -61,8 +63,12 @@ func (v ExternalAttributeSyncValidator) invalid(ctx context.Context, s *fleetv1a
 			return err
 		}
 	}
-	return v.Tenancy.CheckSelector(ctx, "externalattributesyncs", s.Namespace, s.Name, field.NewPath("spec", "selector"),
-		s.Spec.Selector.Matchers, s.Spec.Selector.CollectorIDs)
+	if err := v.Tenancy.CheckSelector(ctx, "externalattributesyncs", s.Namespace, s.Name, field.NewPath("spec", "selector"),
+		s.Spec.Selector.Matchers, s.Spec.Selector.CollectorIDs); err != nil {
+		return err
+	}
+	return v.Tenancy.CheckAttributes(ctx, "externalattributesyncs", s.Namespace, s.Name, field.NewPath("spec", "mapping", "attributeFields"),
+		nil, slices.Collect(maps.Keys(s.Spec.Mapping.AttributeFields)))
 }
 
 // ValidateExternalAttributeSync is the whole admission check (structure, schedule, URL, SQL).

@@ -53,5 +53,8 @@ func (v PipelineValidator) validate(ctx context.Context, p *fleetv1alpha1.Pipeli
 	if len(errs) > 0 {
 		return warnings, apierrors.NewInvalid(fleetv1alpha1.GroupVersion.WithKind("Pipeline").GroupKind(), p.Name, errs)
 	}
-	return warnings, v.Tenancy.CheckSelector(ctx, "pipelines", p.Namespace, p.Name, field.NewPath("spec"), p.Spec.Matchers, nil)
+	if err := v.Tenancy.CheckSelector(ctx, "pipelines", p.Namespace, p.Name, field.NewPath("spec"), p.Spec.Matchers, nil); err != nil {
+		return warnings, err
+	}
+	return warnings, v.Tenancy.CheckAdoption(ctx, p)
 }

@@ -49,6 +49,10 @@ func (v RemoteAttributePolicyValidator) validate(ctx context.Context, p *fleetv1
 	if errs := fleetv1alpha1.ValidateRemoteAttributePolicy(p); len(errs) > 0 {
 		return apierrors.NewInvalid(fleetv1alpha1.GroupVersion.WithKind("RemoteAttributePolicy").GroupKind(), p.Name, errs)
 	}
-	return v.Tenancy.CheckSelector(ctx, "remoteattributepolicies", p.Namespace, p.Name, field.NewPath("spec", "selector"),
-		p.Spec.Selector.Matchers, p.Spec.Selector.CollectorIDs)
+	if err := v.Tenancy.CheckSelector(ctx, "remoteattributepolicies", p.Namespace, p.Name, field.NewPath("spec", "selector"),
+		p.Spec.Selector.Matchers, p.Spec.Selector.CollectorIDs); err != nil {
+		return err
+	}
+	return v.Tenancy.CheckAttributes(ctx, "remoteattributepolicies", p.Namespace, p.Name, field.NewPath("spec", "attributes"),
+		p.Spec.Attributes, nil)
 }

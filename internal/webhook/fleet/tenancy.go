@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/quartet-dev/quartet-operator/apis/fleet/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/fleet/pipelines"
 	"github.com/quartet-dev/quartet-operator/internal/fleet/tenant"
 	"github.com/quartet-dev/quartet-operator/internal/requester"
 )
@@ -32,6 +33,11 @@ type Tenancy struct {
 	// Collectors looks a collector up in Fleet Management: its current local and remote attributes merged, and
 	// whether it is registered. nil checks only the attributes a Collector sets.
 	Collectors func(ctx context.Context, id string) (attrs map[string]string, registered bool, err error)
+	// PipelineMatchers looks a pipeline up in Fleet Management by name: its current matchers, and whether it
+	// exists. nil refuses every adoption by a tenanted user (it cannot be judged).
+	PipelineMatchers func(ctx context.Context, name string) (matchers []string, found bool, err error)
+	// PipelineNameScope is --pipeline-name-scope, to derive the Fleet name a Pipeline would adopt.
+	PipelineNameScope string
 }
 
 // bound returns the TenantPolicies that bind the requesting user in ns; none when enforcement is off.
@@ -74,6 +80,17 @@ func (t *Tenancy) CheckSelector(ctx context.Context, resource, ns, name string, 
 	return forbidden(resource, name, tenant.CheckSelector(path, policies, matchers, ids), err)
 }
 
+// CheckAttributes enforces TenantPolicies on the attributes a RemoteAttributePolicy sets (values) or an
+// ExternalAttributeSync maps (keys, since their values arrive later from outside).
+func (t *Tenancy) CheckAttributes(ctx context.Context, resource, ns, name string, path *field.Path, values map[string]string, keys []string) error {
+	policies, err := t.bound(ctx, ns)
+	errs := tenant.CheckAttributeValues(path, policies, values)
+	if len(policies) > 0 {
+		errs = append(errs, tenant.CheckAttributeKeys(path, policies, keys)...)
+	}
+	return forbidden(resource, name, errs, err)
+}
+
 // CheckCollector enforces TenantPolicies on a Collector.
 func (t *Tenancy) CheckCollector(ctx context.Context, c *fleetv1alpha1.Collector) error {
 	policies, err := t.bound(ctx, c.Namespace)
@@ -85,9 +102,37 @@ func (t *Tenancy) CheckCollector(ctx context.Context, c *fleetv1alpha1.Collector
 			err = fmt.Errorf("reading collector %q from Fleet Management: %w", c.Spec.ID, err)
 		} else if registered {
 			errs = append(errs, tenant.CheckCollectorCurrent(field.NewPath("spec"), policies, c.Spec.ID, current)...)
+		} else {
+			errs = append(errs, tenant.CheckUnregistered(field.NewPath("spec"), policies, c.Spec.ID)...)
 		}
 	}
 	return forbidden("collectors", c.Name, errs, err)
+}
+
+// CheckAdoption enforces TenantPolicies on the pipeline a Pipeline with import-mode adopt would take over: the
+// existing pipeline's matchers must confine it to the tenant too. A pipeline Fleet does not have yet is judged by
+// the CR alone (CheckSelector); if Fleet cannot be read, the request is refused.
+func (t *Tenancy) CheckAdoption(ctx context.Context, p *fleetv1alpha1.Pipeline) error {
+	if !pipelines.Adopts(p) {
+		return nil
+	}
+	policies, err := t.bound(ctx, p.Namespace)
+	if err != nil || len(policies) == 0 {
+		return forbidden("pipelines", p.Name, nil, err)
+	}
+	name := pipelines.FleetName(p, t.PipelineNameScope)
+	path := field.NewPath("metadata", "annotations").Key(fleetv1alpha1.AnnotationImportMode)
+	if t.PipelineMatchers == nil {
+		return forbidden("pipelines", p.Name, nil, fmt.Errorf("%s: Fleet Management is not configured, so the pipeline to adopt cannot be checked", path))
+	}
+	matchers, found, err := t.PipelineMatchers(ctx, name)
+	if err != nil {
+		return forbidden("pipelines", p.Name, nil, fmt.Errorf("%s: reading Fleet pipeline %q: %w", path, name, err))
+	}
+	if !found {
+		return nil
+	}
+	return forbidden("pipelines", p.Name, tenant.CheckAdoption(path, policies, name, matchers), nil)
 }
 
 // CheckPipelineDiscovery refuses PipelineDiscoveries from tenanted users: a discovery imports every pipeline of
