@@ -81,7 +81,7 @@ func (h *Handler) deletions(ctx context.Context, targets []corev1.ConfigMap, now
 			h.rec.mu.Lock()
 			h.rec.deleting[cm.Namespace+"/"+cm.Name] = now
 			h.rec.mu.Unlock()
-			err = h.startTargetEvent(ctx, cm, EventDelete, true)
+			err = h.startTargetEvent(ctx, cm, EventDelete, cm.Annotations[pipeline.AnnotationDeployed], "", true)
 		}
 		if err != nil {
 			logger.Info("source target deletion step failed", "sourceTarget", cm.Namespace+"/"+cm.Name, "error", err.Error())

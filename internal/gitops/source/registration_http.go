@@ -32,6 +32,11 @@ type RegisteredTarget struct {
 	CredentialSecret string `json:"credentialSecret,omitempty"`
 	LastResult       string `json:"lastResult,omitempty"`
 	EventID          string `json:"eventID,omitempty"`
+	// DeployedCommit is the commit the inventory records; HeadCommit the head of the ref the last poll saw. When
+	// they differ the target is behind git (LastResult says whether its last event failed).
+	DeployedCommit string `json:"deployedCommit,omitempty"`
+	HeadCommit     string `json:"headCommit,omitempty"`
+	Suspended      bool   `json:"suspended,omitempty"`
 }
 
 const maxRegistrationBody = 1 << 20
@@ -160,7 +165,9 @@ func (h *Handler) listTargets(w http.ResponseWriter, r *http.Request) {
 	for _, cm := range cms {
 		out = append(out, RegisteredTarget{Name: cm.Name, RepoURL: cm.Data["repo-url"], Ref: cm.Data["ref"],
 			Path: cm.Data["path"], CredentialSecret: cm.Annotations[pipeline.AnnotationCredentials],
-			LastResult: cm.Annotations[pipeline.AnnotationResult], EventID: cm.Annotations[pipeline.AnnotationEventID]})
+			LastResult: cm.Annotations[pipeline.AnnotationResult], EventID: cm.Annotations[pipeline.AnnotationEventID],
+			DeployedCommit: cm.Annotations[pipeline.AnnotationDeployed], HeadCommit: cm.Annotations[AnnotationHeadSeen],
+			Suspended: cm.Annotations[AnnotationSuspend] == "true"})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"items": out})

@@ -86,6 +86,9 @@ func (h *Handler) ServeWebhook(w http.ResponseWriter, r *http.Request) {
 			log.Info("skipping an invalid source target", "error", err.Error())
 			continue
 		}
+		if cms[i].Annotations[AnnotationSuspend] == "true" {
+			continue
+		}
 		if t.Matches(push) {
 			targets = append(targets, t)
 		}
