@@ -83,3 +83,37 @@ func TestOverlayWithBaseAndChartWithHook(t *testing.T) {
 		And(ContainSubstring(sha), ContainSubstring("skipped Helm hook Job/web-migrate (pre-install,pre-upgrade)"))))
 	Expect(mustCM(ctx, ns, "prod").Annotations).NotTo(HaveKey(renderWarnings))
 }
+
+// TestBaseOnlyChangeDeploysEveryOverlay: a push that changes only a kustomize base (outside both overlays' paths)
+// matches every overlay whose render read it, and each deploys the change; an overlay on another base does not.
+func TestBaseOnlyChangeDeploysEveryOverlay(t *testing.T) {
+	RegisterTestingT(t)
+	ctx := context.Background()
+	ns := newTenant(ctx)
+	r := gitd.newRepo(t)
+	r.commit(map[string]*string{
+		"base/kustomization.yaml":         s(baseKustomization),
+		"base/cm.yaml":                    configMapYAML("cfg", "", "1"),
+		"other/kustomization.yaml":        s(baseKustomization),
+		"other/cm.yaml":                   configMapYAML("other", "", "1"),
+		"envs/prod/kustomization.yaml":    s(prodOverlay),
+		"envs/staging/kustomization.yaml": s("resources: [../../base]\nnamePrefix: staging-\n"),
+		"envs/lab/kustomization.yaml":     s("resources: [../../other]\nnamePrefix: lab-\n"),
+	})
+	sourceTarget(ctx, ns, "prod", r, "envs/prod", "")
+	sourceTarget(ctx, ns, "staging", r, "envs/staging", "")
+	sourceTarget(ctx, ns, "lab", r, "envs/lab", "")
+	deployOK(t, ns, r, map[string]*string{"envs/prod/x.txt": s("1"), "envs/staging/x.txt": s("1"),
+		"envs/lab/x.txt": s("1")})
+	Expect(mustCM(ctx, ns, "prod-cfg").Data).To(HaveKeyWithValue("value", "1"))
+	labRV := mustCM(ctx, ns, "lab-other").ResourceVersion
+
+	sha := deployOK(t, ns, r, map[string]*string{"base/cm.yaml": configMapYAML("cfg", "", "2")})
+	for _, name := range []string{"prod-cfg", "staging-cfg"} {
+		cm := mustCM(ctx, ns, name)
+		Expect(cm.Data).To(HaveKeyWithValue("value", "2"), name)
+		Expect(cm.Annotations).To(HaveKeyWithValue("katastroma.org/commit", sha), name)
+	}
+	Expect(mustCM(ctx, ns, "lab-other").ResourceVersion).To(Equal(labRV))
+	Expect(mustCM(ctx, ns, "prod").Annotations).To(HaveKeyWithValue("katastroma.org/render-inputs", `["base"]`))
+}

@@ -123,9 +123,29 @@ const applyWorkers = 8
 // consecutive objects of the same kind is applied concurrently and the next kind starts when the run finished.
 // Each run is a write batch: the lease is checked before it, so once a newer event took the source target over
 // this one stops before writing again, superseded.
+//
+// Nothing is written before the dry run of the whole set passed (dryrun.go) and the objects about to be written
+// for the first time are recorded (recordIntent).
 func (a *applier) applyAll(ctx context.Context, objs []*unstructured.Unstructured) error {
+	plan, err := a.dryRunAll(ctx, objs)
+	if err != nil {
+		return err
+	}
+	if err := a.recordIntent(ctx, plan.writes); err != nil {
+		return err
+	}
 	sem := make(chan struct{}, applyWorkers)
 	for i := 0; i < len(objs); {
+		if len(plan.deferred) > 0 && !orderer.IsFoundation(objs[i]) {
+			// The commit's Namespaces and CRDs are applied: judge what needed them before writing anything else.
+			// A failed wait fails those objects in apply, naming the CRD.
+			if a.waitEstablished(ctx) == nil {
+				if err := a.dryRunDeferred(ctx, plan.deferred, len(objs)); err != nil {
+					return err
+				}
+			}
+			plan.deferred = nil
+		}
 		gk := objs[i].GroupVersionKind().GroupKind()
 		if err := a.fence(ctx, gk); err != nil {
 			return err
@@ -170,18 +190,15 @@ func (a *applier) add(ctx context.Context, u *unstructured.Unstructured) *katast
 	return r
 }
 
-// apply server-side applies u unless its live object carries the same manifest hash and every field of the
-// manifest (drift check). An object edited behind the pipeline's back is therefore applied again even though
-// its manifest did not change.
-func (a *applier) apply(ctx context.Context, u *unstructured.Unstructured) (string, error) {
-	if !orderer.IsFoundation(u) {
-		if err := a.waitEstablished(ctx); err != nil {
-			return ActionFailed, err
-		}
-	}
+// prepare resolves u's kind, puts it in its namespace (the tenant namespace when it names none; none for a
+// cluster-scoped kind) and reads its live object. unchanged is true when the live object carries the same manifest
+// hash and every field of the manifest (drift check): nothing to write. An object edited behind the pipeline's back
+// is therefore written again even though its manifest did not change.
+func (a *applier) prepare(ctx context.Context, u *unstructured.Unstructured) (live *unstructured.Unstructured,
+	hashMatches, unchanged bool, err error) {
 	mapping, err := a.clients.Mapper.RESTMapping(u.GroupVersionKind().GroupKind(), u.GroupVersionKind().Version)
 	if err != nil {
-		return ActionFailed, fmt.Errorf("resolving %s: %w", u.GroupVersionKind(), err)
+		return nil, false, false, fmt.Errorf("resolving %s: %w", u.GroupVersionKind(), err)
 	}
 	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
 		if u.GetNamespace() == "" {
@@ -190,21 +207,40 @@ func (a *applier) apply(ctx context.Context, u *unstructured.Unstructured) (stri
 	} else {
 		u.SetNamespace("")
 	}
-	live, err := a.liveObject(ctx, u)
-	if err != nil {
-		return ActionFailed, fmt.Errorf("reading the live objects: %w", err)
+	if live, err = a.liveObject(ctx, u); err != nil {
+		return nil, false, false, fmt.Errorf("reading the live objects: %w", err)
 	}
-	hashMatches := live != nil && live.GetAnnotations()[pipeline.AnnotationHash] != "" &&
+	hashMatches = live != nil && live.GetAnnotations()[pipeline.AnnotationHash] != "" &&
 		live.GetAnnotations()[pipeline.AnnotationHash] == u.GetAnnotations()[pipeline.AnnotationHash]
-	if hashMatches && Contains(live.Object, u.Object) {
-		// Same manifest and every field of it still live: nothing to repair, nothing to write.
-		return ActionUnchanged, nil
-	}
+	return live, hashMatches, hashMatches && Contains(live.Object, u.Object), nil
+}
+
+// serverSideApply applies u as the tenant's provisioner and returns what the API server answered.
+func (a *applier) serverSideApply(ctx context.Context, u *unstructured.Unstructured, opts ...client.ApplyOption) (*unstructured.Unstructured, error) {
 	u.SetResourceVersion("")
 	u.SetManagedFields(nil)
 	applied := u.DeepCopy()
-	if err := a.as.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), client.FieldOwner(pipeline.FieldManager),
-		client.ForceOwnership); err != nil {
+	opts = append([]client.ApplyOption{client.FieldOwner(pipeline.FieldManager), client.ForceOwnership}, opts...)
+	return applied, a.as.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), opts...)
+}
+
+// apply server-side applies u unless it is unchanged (prepare).
+func (a *applier) apply(ctx context.Context, u *unstructured.Unstructured) (string, error) {
+	if !orderer.IsFoundation(u) {
+		if err := a.waitEstablished(ctx); err != nil {
+			return ActionFailed, err
+		}
+	}
+	live, hashMatches, unchanged, err := a.prepare(ctx, u)
+	if err != nil {
+		return ActionFailed, err
+	}
+	if unchanged {
+		// Same manifest and every field of it still live: nothing to repair, nothing to write.
+		return ActionUnchanged, nil
+	}
+	applied, err := a.serverSideApply(ctx, u)
+	if err != nil {
 		return ActionFailed, err
 	}
 	// Only a write that moved the resourceVersion changed anything: a field the comparison could not match

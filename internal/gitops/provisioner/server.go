@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"time"
 
@@ -165,43 +164,20 @@ func (s *Server) finish(ctx context.Context, a *applier) error {
 	return nil
 }
 
-// ProvisionStream applies each manifest as it arrives and streams its result back. When every object applied,
-// it records the inventory and verifies the objects' health at the end; it never prunes.
+// ProvisionStream receives every manifest, applies them like Provision (a dry run of the whole set first, so a
+// commit applies whole or not at all) and streams a result per object back. When every object applied, it
+// records the inventory and verifies the objects' health; it never prunes.
 func (s *Server) ProvisionStream(stream grpc.BidiStreamingServer[katastromav1.Manifest, katastromav1.ObjectResult]) error {
 	ctx := stream.Context()
-	a, err := s.begin(ctx)
-	if err != nil {
-		return err
-	}
-	n := 0
-	var prev schema.GroupKind
-	for {
-		m, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		n++
-		u, err := pipeline.Decode(m)
-		if err != nil {
-			return status.Error(codes.InvalidArgument, err.Error())
-		}
-		if gk := u.GroupVersionKind().GroupKind(); n == 1 || gk != prev {
-			if err := a.fence(ctx, gk); err != nil {
-				return err
+	a, err := s.applyStream(ctx, stream)
+	if a != nil {
+		for _, r := range a.results {
+			if serr := stream.Send(r); serr != nil && err == nil {
+				err = serr
 			}
-			prev = gk
-		}
-		if err := stream.Send(a.add(ctx, u)); err != nil {
-			return err
 		}
 	}
-	if err := pipeline.CheckCount(ctx, n); err != nil {
-		return status.Error(codes.DataLoss, err.Error())
-	}
-	if err := s.finish(ctx, a); err != nil {
+	if err != nil {
 		return err
 	}
 	if err := s.record(ctx, a); err != nil {
@@ -210,24 +186,21 @@ func (s *Server) ProvisionStream(stream grpc.BidiStreamingServer[katastromav1.Ma
 	return s.verify(ctx, a)
 }
 
-// Provision applies every manifest; after a complete success it records the inventory, verifies the applied
-// objects' health and forwards the applied set to the pruner (when Next is set). A failed or incomplete apply or a
-// failed verify never reaches the pruner.
-func (s *Server) Provision(stream grpc.ClientStreamingServer[katastromav1.Manifest, katastromav1.StageSummary]) (err error) {
-	ctx := stream.Context()
+// applyStream receives, decodes and applies a whole stream of manifests (see Provision).
+func (s *Server) applyStream(ctx context.Context, stream stage.Receiver[katastromav1.Manifest]) (*applier, error) {
 	in, err := stage.RecvAll(stream)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := pipeline.CheckCount(ctx, len(in)); err != nil {
-		return status.Error(codes.DataLoss, err.Error())
+		return nil, status.Error(codes.DataLoss, err.Error())
 	}
 	a, err := s.begin(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(in) == 0 && !a.pc.Offboard {
-		return status.Error(codes.FailedPrecondition,
+		return nil, status.Error(codes.FailedPrecondition,
 			"the render produced no objects; refusing to record an empty set (annotate the source target with "+
 				pipeline.AnnotationOffboard+"=true to remove everything)")
 	}
@@ -235,14 +208,23 @@ func (s *Server) Provision(stream grpc.ClientStreamingServer[katastromav1.Manife
 	for i, m := range in {
 		u, err := pipeline.Decode(m)
 		if err != nil {
-			return status.Errorf(codes.InvalidArgument, "manifest %d: %v", i, err)
+			return nil, status.Errorf(codes.InvalidArgument, "manifest %d: %v", i, err)
 		}
 		objs = append(objs, u)
 	}
 	if err := a.applyAll(ctx, objs); err != nil {
-		return err
+		return a, err
 	}
-	if err := s.finish(ctx, a); err != nil {
+	return a, s.finish(ctx, a)
+}
+
+// Provision applies every manifest; after a complete success it records the inventory, verifies the applied
+// objects' health and forwards the applied set to the pruner (when Next is set). A failed or incomplete apply or a
+// failed verify never reaches the pruner.
+func (s *Server) Provision(stream grpc.ClientStreamingServer[katastromav1.Manifest, katastromav1.StageSummary]) (err error) {
+	ctx := stream.Context()
+	a, err := s.applyStream(ctx, stream)
+	if err != nil {
 		return err
 	}
 	if err := s.record(ctx, a); err != nil {

@@ -93,6 +93,7 @@ func TargetFromConfigMap(cm *corev1.ConfigMap) (Target, error) {
 		Path: cm.Data["path"], Overrides: cm.Data["overrides"],
 		CredentialSecret: cm.Annotations[pipeline.AnnotationCredentials],
 		Offboard:         cm.Annotations[pipeline.AnnotationOffboard] == "true",
+		Inputs:           decodeInputs(cm.Annotations[AnnotationRenderInputs]),
 		LeaseID:          cm.Annotations[pipeline.AnnotationLeaseID]}
 	if !cm.DeletionTimestamp.IsZero() {
 		// A deleted target only runs the offboarding of its deletion (deletion.go): a push, retrieve or replay
@@ -210,7 +211,8 @@ func (h *Handler) process(j *job) (err error) {
 	ctx, t := j.ctx, j.target
 	key := types.NamespacedName{Namespace: t.Namespace, Name: t.Name}
 	result := ResultFailed
-	// notes are annotations recorded on the source target with the result (only after the pipeline answered).
+	// notes are annotations recorded on the source target with the result: the render inputs once the commit is
+// read, the render warnings once the pipeline answered, the last error.
 	var notes map[string]string
 	defer func() {
 		// Abandoned before streaming or superseded inside a stage: a newer event holds the lease and does the
@@ -224,6 +226,10 @@ func (h *Handler) process(j *job) (err error) {
 		if err == nil {
 			result = ResultSucceeded
 		}
+		if notes == nil {
+			notes = map[string]string{}
+		}
+		notes[AnnotationLastError] = lastError(err)
 		if rerr := Release(context.WithoutCancel(ctx), h.Client, key, j.leaseID, result, notes); rerr != nil && err == nil {
 			err = fmt.Errorf("releasing the lease: %w", rerr)
 		}
@@ -249,6 +255,7 @@ func (h *Handler) process(j *job) (err error) {
 			return err
 		}
 		chunks, targetPath = pipeline.Chunks(sub.Tar), sub.Target
+		notes = map[string]string{AnnotationRenderInputs: encodeInputs(sub.Inputs)}
 		j.span.SetAttributes(attribute.Int("source.files", sub.Files), attribute.Int("source.tar_bytes", len(sub.Tar)),
 			attribute.String("source.subtree", sub.Root))
 	}
@@ -279,10 +286,31 @@ func (h *Handler) process(j *job) (err error) {
 	if err != nil {
 		return fmt.Errorf("pipeline: %w", err)
 	}
-	notes = map[string]string{pipeline.AnnotationRenderWarnings: renderWarnings(j.commit, sum)}
+	if notes == nil {
+		notes = map[string]string{}
+	}
+	notes[pipeline.AnnotationRenderWarnings] = renderWarnings(j.commit, sum)
 	stage.CountObject(ctx, StageName, ActionTargets, 1)
 	j.span.SetAttributes(attribute.Int("rendered", int(sum.GetObjects())))
 	return nil
+}
+
+// AnnotationLastError, on a source target, is why its last event failed (removed when one succeeds): what the
+// tenant reads next to last-result without searching the traces.
+const AnnotationLastError = "katastroma.org/last-error"
+
+// maxLastError bounds the error kept on the source target.
+const maxLastError = 1024
+
+func lastError(err error) string {
+	if err == nil {
+		return ""
+	}
+	msg := err.Error()
+	if len(msg) > maxLastError {
+		msg = msg[:maxLastError] + "…"
+	}
+	return msg
 }
 
 // fetchCommit fetches a target's commit under the git timeout.

@@ -37,6 +37,7 @@ type RegisteredTarget struct {
 	DeployedCommit string `json:"deployedCommit,omitempty"`
 	HeadCommit     string `json:"headCommit,omitempty"`
 	Suspended      bool   `json:"suspended,omitempty"`
+	LastError      string `json:"lastError,omitempty"`
 }
 
 const maxRegistrationBody = 1 << 20
@@ -167,7 +168,8 @@ func (h *Handler) listTargets(w http.ResponseWriter, r *http.Request) {
 			Path: cm.Data["path"], CredentialSecret: cm.Annotations[pipeline.AnnotationCredentials],
 			LastResult: cm.Annotations[pipeline.AnnotationResult], EventID: cm.Annotations[pipeline.AnnotationEventID],
 			DeployedCommit: cm.Annotations[pipeline.AnnotationDeployed], HeadCommit: cm.Annotations[AnnotationHeadSeen],
-			Suspended: cm.Annotations[AnnotationSuspend] == "true"})
+			Suspended: cm.Annotations[AnnotationSuspend] == "true",
+			LastError: cm.Annotations[AnnotationLastError]})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"items": out})
