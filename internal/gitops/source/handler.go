@@ -212,7 +212,7 @@ func (h *Handler) process(j *job) (err error) {
 	key := types.NamespacedName{Namespace: t.Namespace, Name: t.Name}
 	result := ResultFailed
 	// notes are annotations recorded on the source target with the result: the render inputs once the commit is
-// read, the render warnings once the pipeline answered, the last error.
+	// read, the render warnings once the pipeline answered, the last error.
 	var notes map[string]string
 	defer func() {
 		// Abandoned before streaming or superseded inside a stage: a newer event holds the lease and does the
