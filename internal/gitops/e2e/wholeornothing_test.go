@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"net/http"
 	"sync/atomic"
 	"testing"
 
@@ -110,4 +111,33 @@ func TestObjectsOfAnIncompleteApplyArePrunedLater(t *testing.T) {
 	inv, _, err = inventory.Read(ctx, env.Client, ns, "web")
 	Expect(err).NotTo(HaveOccurred())
 	Expect(inv.Prune).To(BeEmpty())
+}
+
+// TestWebhookAnswersAfterTheLeasesAreTaken: a 202 means every matching target already records the event and its
+// commit (so a crash right after the answer loses nothing: Replay and crash detection find it by the event ID);
+// a lease that cannot be taken is not accepted: the answer is 503, and a redelivery deploys.
+func TestWebhookAnswersAfterTheLeasesAreTaken(t *testing.T) {
+	RegisterTestingT(t)
+	ctx := context.Background()
+	serveAdmissionGate(t)
+	ns := gatedNamespace(ctx, newTenant(ctx))
+	r := gitd.newRepo(t)
+	sourceTarget(ctx, ns, leaseRefusedName, r, "deploy", "")
+	sha, changed := r.commit(map[string]*string{"deploy/a.yaml": configMapYAML("a", "", "1")})
+
+	code, resp := deliver(pipe.WebhookURL(), ns, r.pushPayload(sha, changed), webhookSecret, "push")
+	Expect(code).To(Equal(http.StatusServiceUnavailable), "a push whose lease was refused was accepted: %v", resp)
+	Expect(resp["error"]).To(And(ContainSubstring(ns+"/"+leaseRefusedName),
+		ContainSubstring("e2e admission gate refuses the first update")))
+
+	code, resp = deliver(pipe.WebhookURL(), ns, r.pushPayload(sha, changed), webhookSecret, "push")
+	Expect(code).To(Equal(http.StatusAccepted), "%v", resp)
+	event := resp["event_id"].(string)
+	// Read at once, no waiting: the answer came after the lease.
+	tcm := mustCM(ctx, ns, leaseRefusedName)
+	Expect(tcm.Annotations).To(HaveKeyWithValue(pipeline.AnnotationEventID, event))
+	Expect(tcm.Annotations).To(HaveKeyWithValue(pipeline.AnnotationEventCommit, sha))
+	Expect(tcm.Annotations).To(HaveKeyWithValue(pipeline.AnnotationLeaseID, Not(BeEmpty())))
+	Expect(waitEvent(t, event).Status.Code).NotTo(Equal(codes.Error))
+	Expect(mustCM(ctx, ns, "a").Annotations).To(HaveKeyWithValue(pipeline.AnnotationCommit, sha))
 }

@@ -173,12 +173,13 @@ func startTarget(ctx context.Context, t Target) (context.Context, trace.Span, st
 	return ctx, span, span.SpanContext().SpanID().String()
 }
 
-// newJob starts a target span and takes the lease for a new event (webhook or manual).
-func (h *Handler) newJob(ctx context.Context, t Target, commit string) (*job, error) {
+// newJob starts a target span in ctx (the event's, which the job runs in) and takes the lease for a new event
+// (webhook or manual) within lctx.
+func (h *Handler) newJob(ctx, lctx context.Context, t Target, commit string) (*job, error) {
 	ctx, span, leaseID := startTarget(ctx, t)
 	eventID := span.SpanContext().TraceID().String()
 	key := types.NamespacedName{Namespace: t.Namespace, Name: t.Name}
-	if err := AcquireNew(ctx, h.Client, key, leaseID, eventID, commit); err != nil {
+	if err := AcquireNew(lctx, h.Client, key, leaseID, eventID, commit); err != nil {
 		err = fmt.Errorf("taking the lease: %w", err)
 		stage.End(span, err)
 		return nil, err
