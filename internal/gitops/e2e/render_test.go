@@ -54,6 +54,9 @@ func TestOverlayWithBaseAndChartWithHook(t *testing.T) {
 	})
 	sourceTarget(ctx, ns, "prod", r, "envs/prod", "")
 	sourceTarget(ctx, ns, "web", r, "chart", "")
+	web := mustCM(ctx, ns, "web")
+	web.Data["helm-hooks"] = "skip"
+	Expect(env.Client.Update(ctx, web)).To(Succeed())
 
 	eventID := accepted(t, ns, r.pushPayload(sha, changed))
 	root := waitEvent(t, eventID)
@@ -116,4 +119,53 @@ func TestBaseOnlyChangeDeploysEveryOverlay(t *testing.T) {
 	}
 	Expect(mustCM(ctx, ns, "lab-other").ResourceVersion).To(Equal(labRV))
 	Expect(mustCM(ctx, ns, "prod").Annotations).To(HaveKeyWithValue("katastroma.org/render-inputs", `["base"]`))
+}
+
+// TestHelmChartsAsHelmInstalls: a subchart its condition disables is not deployed, values a subchart exports are
+// imported, and a chart with install hooks is refused by default with the hooks named on the source target.
+func TestHelmChartsAsHelmInstalls(t *testing.T) {
+	RegisterTestingT(t)
+	ctx := context.Background()
+	ns := newTenant(ctx)
+	r := gitd.newRepo(t)
+	subCM := func(name string) *string {
+		return s("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-" + name + "\n")
+	}
+	sha, changed := r.commit(map[string]*string{
+		"app/Chart.yaml": s(`apiVersion: v2
+name: app
+version: 0.1.0
+dependencies:
+- {name: postgresql, version: "1.x", condition: postgresql.enabled}
+- {name: lib, version: "1.x", import-values: [defaults]}
+`),
+		"app/values.yaml": s("postgresql:\n  enabled: false\n"),
+		"app/templates/cm.yaml": s("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cfg\n" +
+			"data:\n  color: {{ .Values.color | default \"none\" | quote }}\n"),
+		"app/charts/postgresql/Chart.yaml":        s("apiVersion: v2\nname: postgresql\nversion: 1.0.0\n"),
+		"app/charts/postgresql/templates/cm.yaml": subCM("postgresql"),
+		"app/charts/lib/Chart.yaml":               s("apiVersion: v2\nname: lib\nversion: 1.0.0\n"),
+		"app/charts/lib/values.yaml":              s("exports:\n  defaults:\n    color: blue\n"),
+		"app/charts/lib/templates/cm.yaml":        subCM("lib"),
+		"hooked/Chart.yaml":                       s(chart),
+		"hooked/templates/cm.yaml":                s(chartCM),
+		"hooked/templates/hook-job.yaml":          s(hookJob),
+	})
+	sourceTarget(ctx, ns, "web", r, "app", "")
+	sourceTarget(ctx, ns, "hooked", r, "hooked", "")
+	root := waitEvent(t, accepted(t, ns, r.pushPayload(sha, changed)))
+
+	Expect(mustCM(ctx, ns, "web-cfg").Data).To(HaveKeyWithValue("color", "blue"), "import-values was lost")
+	Expect(mustCM(ctx, ns, "web-lib")).NotTo(BeNil())
+	_, err := getCM(ctx, ns, "web-postgresql")
+	Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the disabled subchart was deployed: %v", err)
+	Expect(mustCM(ctx, ns, "web").Annotations).To(HaveKeyWithValue("katastroma.org/last-result", "succeeded"))
+
+	Expect(root.Status.Code).To(Equal(codes.Error), "the chart with install hooks was not refused")
+	hooked := mustCM(ctx, ns, "hooked").Annotations
+	Expect(hooked).To(HaveKeyWithValue("katastroma.org/last-result", "failed"))
+	Expect(hooked).To(HaveKeyWithValue("katastroma.org/last-error", And(
+		ContainSubstring("Job/hooked-migrate (pre-install,pre-upgrade)"), ContainSubstring(`data.helm-hooks to "skip"`))))
+	_, err = getCM(ctx, ns, "hooked-cfg")
+	Expect(apierrors.IsNotFound(err)).To(BeTrue(), "a refused chart deployed: %v", err)
 }

@@ -55,6 +55,8 @@ const (
 	MDCount = "manifest-count"
 	// MDOverrides carries the source target's overrides (Helm values) to the renderer.
 	MDOverrides = "overrides-bin"
+	// MDHelmHooks carries the source target's Helm hook policy (data.helm-hooks) to the renderer.
+	MDHelmHooks = "helm-hooks"
 )
 
 // Baggage member keys.

@@ -90,7 +90,7 @@ func tracer() trace.Tracer { return otel.Tracer(stage.TracerName) }
 // TargetFromConfigMap reads a source target ConfigMap.
 func TargetFromConfigMap(cm *corev1.ConfigMap) (Target, error) {
 	t := Target{Namespace: cm.Namespace, Name: cm.Name, RepoURL: cm.Data["repo-url"], Ref: cm.Data["ref"],
-		Path: cm.Data["path"], Overrides: cm.Data["overrides"],
+		Path: cm.Data["path"], Overrides: cm.Data["overrides"], HelmHooks: cm.Data["helm-hooks"],
 		CredentialSecret: cm.Annotations[pipeline.AnnotationCredentials],
 		Offboard:         cm.Annotations[pipeline.AnnotationOffboard] == "true",
 		Inputs:           decodeInputs(cm.Annotations[AnnotationRenderInputs]),
@@ -282,6 +282,9 @@ func (h *Handler) process(j *job) (err error) {
 	}
 	if targetPath != "" {
 		sctx = metadata.AppendToOutgoingContext(sctx, pipeline.MDTargetPath, targetPath)
+	}
+	if t.HelmHooks != "" {
+		sctx = metadata.AppendToOutgoingContext(sctx, pipeline.MDHelmHooks, t.HelmHooks)
 	}
 	sum, err := stage.Forward(sctx, h.Renderer.Render, chunks)
 	if err != nil {

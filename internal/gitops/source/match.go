@@ -68,9 +68,11 @@ func UnderPath(dir, file string) bool {
 
 // Target is a source target as registered in its ConfigMap.
 type Target struct {
-	Namespace, Name     string
-	RepoURL, Ref, Path  string
-	Overrides           string
+	Namespace, Name    string
+	RepoURL, Ref, Path string
+	Overrides          string
+	// HelmHooks is data.helm-hooks, the renderer's hook policy (renderer.DataHelmHooks).
+	HelmHooks           string
 	CredentialSecret    string
 	Offboard            bool
 	LeaseID, LeaseStart string
