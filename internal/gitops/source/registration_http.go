@@ -21,6 +21,7 @@ import (
 
 	gitopsv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gitops/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/pipeline"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/renderer"
 )
 
 // RegisteredTarget is one source target as the registration API lists it.
@@ -223,6 +224,12 @@ func (h *Handler) putTarget(w http.ResponseWriter, r *http.Request) {
 		cm.Data = map[string]string{"repo-url": reg.RepoURL, "ref": reg.Ref, "path": reg.Path}
 		if reg.Overrides != "" {
 			cm.Data["overrides"] = reg.Overrides
+		}
+		if reg.HelmHooks != "" {
+			cm.Data[renderer.DataHelmHooks] = reg.HelmHooks
+		}
+		if reg.ReconcileInterval != "" {
+			cm.Data[DataReconcileInterval] = reg.ReconcileInterval
 		}
 		if cm.Annotations == nil {
 			cm.Annotations = map[string]string{}
