@@ -166,8 +166,8 @@ func (s *Server) prune(ctx context.Context, desired []*katastromav1.ObjectRef) (
 	return results, nil
 }
 
-// deleteOne deletes one object as the tenant's pruner, unless it is gone or no longer carries this source
-// target's label (someone else owns it now).
+// deleteOne deletes one object as the tenant's pruner, unless it is gone, no longer carries this source target's
+// label (someone else owns it now) or opts out of pruning (AnnotationPrune).
 func (s *Server) deleteOne(ctx context.Context, as client.Client, r *katastromav1.ObjectRef, owner string) (string, error) {
 	live, err := s.served(r)
 	if err != nil {
@@ -184,15 +184,27 @@ func (s *Server) deleteOne(ctx context.Context, as client.Client, r *katastromav
 		}
 		return provisioner.ActionFailed, err
 	}
-	if live.GetLabels()[pipeline.LabelSourceTarget] != owner {
+	if live.GetLabels()[pipeline.LabelSourceTarget] != owner || live.GetAnnotations()[AnnotationPrune] == PruneDisabled {
 		return provisioner.ActionSkipped, nil
 	}
-	policy := client.PropagationPolicy("Background")
-	if err := as.Delete(ctx, live, policy); err != nil && !apierrors.IsNotFound(err) {
+	// Preconditions: the object deleted is the one read and judged above, not one replaced or relabelled since
+	// (another target taking it over moves its resourceVersion). A conflict keeps it on the prune list.
+	uid, rv := live.GetUID(), live.GetResourceVersion()
+	err = as.Delete(ctx, live, client.PropagationPolicy("Background"),
+		client.Preconditions{UID: &uid, ResourceVersion: &rv})
+	if err != nil && !apierrors.IsNotFound(err) {
 		return provisioner.ActionFailed, err
 	}
 	return provisioner.ActionDeleted, nil
 }
+
+// AnnotationPrune set to PruneDisabled on an object (in its manifest) keeps it when its source target no longer
+// renders it, is deleted or offboarded: the pruner leaves it in place and forgets it, as Flux's
+// kustomize.toolkit.fluxcd.io/prune: disabled does.
+const (
+	AnnotationPrune = "katastroma.org/prune"
+	PruneDisabled   = "disabled"
+)
 
 // served returns an object to read r through: at its recorded version while that is served, otherwise at the
 // kind's preferred version. The inventory keys objects without the version, so the recorded one may be a version
