@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -41,6 +42,8 @@ type Server struct {
 	katastromav1.UnimplementedPrunerServiceServer
 	Clients *provisioner.Clients
 	Orderer katastromav1.OrdererServiceClient
+	// SiblingWait bounds the wait for the other targets of a push before deleting (0: DefaultSiblingWait).
+	SiblingWait time.Duration
 }
 
 func (s *Server) reversed(ctx context.Context, refs []*katastromav1.ObjectRef) ([]*katastromav1.ObjectRef, error) {
@@ -104,6 +107,9 @@ func (s *Server) prune(ctx context.Context, desired []*katastromav1.ObjectRef) (
 	}
 	if err := inventory.CheckLease(ctx, s.Clients.Platform, pc.Namespace, pc.SourceTarget, pc.LeaseID); err != nil {
 		return nil, lease(err)
+	}
+	if err := s.waitForSiblings(ctx, pc); err != nil {
+		return nil, err
 	}
 	inv, _, err := inventory.Read(ctx, s.Clients.Platform, pc.Namespace, pc.SourceTarget)
 	if err != nil {
