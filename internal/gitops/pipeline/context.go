@@ -57,6 +57,8 @@ const (
 	MDOverrides = "overrides-bin"
 	// MDHelmHooks carries the source target's Helm hook policy (data.helm-hooks) to the renderer.
 	MDHelmHooks = "helm-hooks"
+	// MDVerifyTimeout carries the source target's verify timeout (data.verify-timeout) to the provisioner.
+	MDVerifyTimeout = "verify-timeout"
 )
 
 // Baggage member keys.

@@ -97,6 +97,8 @@ type applier struct {
 	pc      pipeline.Context
 	// fence checks the lease before a write batch; it fails once a newer event holds it.
 	fence func(ctx context.Context, gk schema.GroupKind) error
+	// verifyTimeout is the source target's own verify timeout (nil: the stage's).
+	verifyTimeout *time.Duration
 	// EstablishTimeout bounds the wait for a CRD.
 	establishTimeout time.Duration
 

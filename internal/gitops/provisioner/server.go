@@ -43,6 +43,19 @@ type Server struct {
 	BeforeBatch func(pc pipeline.Context, gk schema.GroupKind)
 }
 
+// TargetVerifyTimeout parses a source target's data.verify-timeout: nil when unset (the stage's
+// --verify-timeout applies), 0 turns the verify off, otherwise a positive Go duration.
+func TargetVerifyTimeout(v string) (*time.Duration, error) {
+	if v == "" {
+		return nil, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return nil, fmt.Errorf("data.verify-timeout: Invalid value: %q: a non-negative Go duration (0 turns the verify off)", v)
+	}
+	return &d, nil
+}
+
 // LeaseError maps a lease or context problem to a gRPC status: a lost lease is superseded (final, never
 // replayed), anything else is unavailable (transient).
 func LeaseError(err error) error {
@@ -66,6 +79,9 @@ func (s *Server) begin(ctx context.Context) (*applier, error) {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	a := &applier{clients: s.Clients, as: as, pc: pc}
+	if a.verifyTimeout, err = TargetVerifyTimeout(pipeline.IncomingValue(ctx, pipeline.MDVerifyTimeout)); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
 	initTenantMetrics(pc.Tenant)
 	a.fence = func(ctx context.Context, gk schema.GroupKind) error {
 		if s.BeforeBatch != nil {
@@ -119,6 +135,12 @@ func driftMarks(a *applier) map[string]string {
 // the stage span the shared wrapper opened.
 func (s *Server) verify(ctx context.Context, a *applier) error {
 	timeout, interval := s.VerifyTimeout, s.VerifyInterval
+	if a.verifyTimeout != nil {
+		// The target's own timeout; the call's deadline still bounds it (verifyUntil stops before it).
+		if timeout = *a.verifyTimeout; timeout == 0 {
+			return nil
+		}
+	}
 	if timeout < 0 {
 		return nil
 	}

@@ -91,6 +91,7 @@ func tracer() trace.Tracer { return otel.Tracer(stage.TracerName) }
 func TargetFromConfigMap(cm *corev1.ConfigMap) (Target, error) {
 	t := Target{Namespace: cm.Namespace, Name: cm.Name, RepoURL: cm.Data["repo-url"], Ref: cm.Data["ref"],
 		Path: cm.Data["path"], Overrides: cm.Data["overrides"], HelmHooks: cm.Data["helm-hooks"],
+		VerifyTimeout:    cm.Data["verify-timeout"],
 		CredentialSecret: cm.Annotations[pipeline.AnnotationCredentials],
 		Offboard:         cm.Annotations[pipeline.AnnotationOffboard] == "true",
 		Inputs:           decodeInputs(cm.Annotations[AnnotationRenderInputs]),
@@ -285,6 +286,9 @@ func (h *Handler) process(j *job) (err error) {
 	}
 	if t.HelmHooks != "" {
 		sctx = metadata.AppendToOutgoingContext(sctx, pipeline.MDHelmHooks, t.HelmHooks)
+	}
+	if t.VerifyTimeout != "" {
+		sctx = metadata.AppendToOutgoingContext(sctx, pipeline.MDVerifyTimeout, t.VerifyTimeout)
 	}
 	sum, err := stage.Forward(sctx, h.Renderer.Render, chunks)
 	if err != nil {

@@ -72,7 +72,9 @@ type Target struct {
 	RepoURL, Ref, Path string
 	Overrides          string
 	// HelmHooks is data.helm-hooks, the renderer's hook policy (renderer.DataHelmHooks).
-	HelmHooks           string
+	HelmHooks string
+	// VerifyTimeout is data.verify-timeout, the provisioner's health verify timeout for this target.
+	VerifyTimeout       string
 	CredentialSecret    string
 	Offboard            bool
 	LeaseID, LeaseStart string

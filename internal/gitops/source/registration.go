@@ -22,6 +22,8 @@ type Registration struct {
 	HelmHooks string `json:"helmHooks,omitempty"`
 	// ReconcileInterval is data.reconcile-interval, the poll interval (a Go duration; "0" turns polls off).
 	ReconcileInterval string `json:"reconcileInterval,omitempty"`
+	// VerifyTimeout is data.verify-timeout, this target's health verify timeout.
+	VerifyTimeout string `json:"verifyTimeout,omitempty"`
 	// Credentials, when set, are stored in the Secret <name>-credentials and referenced from the target.
 	Credentials *Credentials `json:"credentials,omitempty"`
 }
@@ -80,6 +82,11 @@ func ValidateRegistration(name string, r *Registration) field.ErrorList {
 	if v := r.ReconcileInterval; v != "" {
 		if d, err := time.ParseDuration(v); err != nil || d < 0 {
 			errs = append(errs, field.Invalid(field.NewPath("reconcileInterval"), v, "a non-negative Go duration (0 turns polls off)"))
+		}
+	}
+	if v := r.VerifyTimeout; v != "" {
+		if d, err := time.ParseDuration(v); err != nil || d < 0 {
+			errs = append(errs, field.Invalid(field.NewPath("verifyTimeout"), v, "a non-negative Go duration (0 turns the verify off)"))
 		}
 	}
 	if c := r.Credentials; c != nil {

@@ -231,6 +231,9 @@ func (h *Handler) putTarget(w http.ResponseWriter, r *http.Request) {
 		if reg.ReconcileInterval != "" {
 			cm.Data[DataReconcileInterval] = reg.ReconcileInterval
 		}
+		if reg.VerifyTimeout != "" {
+			cm.Data["verify-timeout"] = reg.VerifyTimeout
+		}
 		if cm.Annotations == nil {
 			cm.Annotations = map[string]string{}
 		}
