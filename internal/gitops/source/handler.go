@@ -78,6 +78,21 @@ func (h *Handler) Start(ctx context.Context) { h.base = ctx }
 // Wait blocks until every in-flight event finished (graceful drain).
 func (h *Handler) Wait() { h.inflight.Wait() }
 
+// WaitFor waits like Wait for at most d and reports whether every event finished. An event cut off then keeps its
+// lease until it goes stale, and pharos's crash detection replays it.
+func (h *Handler) WaitFor(d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { h.inflight.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
 func (h *Handler) baseCtx() context.Context {
 	if h.base == nil {
 		return context.Background()

@@ -135,3 +135,15 @@ func TestJitterStaysWithinATenthOfTheInterval(t *testing.T) {
 	g.Expect(len(seen)).To(BeNumerically(">", 100), "targets are spread, not polled together")
 	g.Expect(jitter("ns/x", 10*time.Minute)).To(Equal(jitter("ns/x", 10*time.Minute)), "stable per target")
 }
+
+// TestWaitForIsBounded: the source handler's drain ends at its bound even while an event still runs.
+func TestWaitForIsBounded(t *testing.T) {
+	g := NewWithT(t)
+	h := &Handler{}
+	h.inflight.Add(1)
+	start := time.Now()
+	g.Expect(h.WaitFor(100 * time.Millisecond)).To(BeFalse())
+	g.Expect(time.Since(start)).To(BeNumerically("<", 5*time.Second))
+	h.inflight.Done()
+	g.Expect(h.WaitFor(time.Minute)).To(BeTrue())
+}
