@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // renderWarnings is the source target annotation naming what the last render skipped.
@@ -168,4 +169,34 @@ dependencies:
 		ContainSubstring("Job/hooked-migrate (pre-install,pre-upgrade)"), ContainSubstring(`data.helm-hooks to "skip"`))))
 	_, err = getCM(ctx, ns, "hooked-cfg")
 	Expect(apierrors.IsNotFound(err)).To(BeTrue(), "a refused chart deployed: %v", err)
+}
+
+// gitFetches reads katastroma_source_git_fetches_total from the registry the stages serve.
+func gitFetches() float64 {
+	families, err := ctrlmetrics.Registry.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	for _, f := range families {
+		if f.GetName() == "katastroma_source_git_fetches_total" {
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+// TestTargetsOfOnePushShareOneFetch: three targets of one repository matched by one push fetch its commit once,
+// not once each (a monorepo push would otherwise hold N copies of the commit in memory at once).
+func TestTargetsOfOnePushShareOneFetch(t *testing.T) {
+	RegisterTestingT(t)
+	ctx := context.Background()
+	ns := newTenant(ctx)
+	r := gitd.newRepo(t)
+	for _, name := range []string{"one", "two", "three"} {
+		sourceTarget(ctx, ns, name, r, name, "")
+	}
+	before := gitFetches()
+	deployOK(t, ns, r, map[string]*string{"one/a.yaml": configMapYAML("a1", "", "1"),
+		"two/a.yaml": configMapYAML("a2", "", "1"), "three/a.yaml": configMapYAML("a3", "", "1")})
+	Expect(mustCM(ctx, ns, "a3").Data).To(HaveKeyWithValue("value", "1"))
+	Expect(gitd.uploadPacks(r)).To(Equal(1), "the targets of one push fetched the commit separately:\n%s", gitd.log)
+	Expect(gitFetches() - before).To(Equal(1.0))
 }

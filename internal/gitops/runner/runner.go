@@ -77,6 +77,8 @@ type Options struct {
 	Connection stage.Connection
 	// GitTimeout bounds each git fetch or ref listing of the source handler (0: source.DefaultGitTimeout).
 	GitTimeout time.Duration
+	// MaxFetches bounds the source handler's concurrent git fetches (0: source.DefaultMaxFetches).
+	MaxFetches int
 }
 
 // Running is a started stage.
@@ -179,7 +181,8 @@ func Start(ctx context.Context, name string, o Options) (*Running, error) {
 			return nil, errors.New("stage source needs the renderer address")
 		}
 		handler = &source.Handler{Client: c, Renderer: katastromav1.NewRendererServiceClient(next), Lease: o.Lease,
-			Audience: o.RegistrationAudience, BeforeStream: o.BeforeStream, GitTimeout: o.GitTimeout}
+			Audience: o.RegistrationAudience, BeforeStream: o.BeforeStream, GitTimeout: o.GitTimeout,
+			MaxFetches: o.MaxFetches}
 		handler.Start(ctx)
 		tick := o.ReconcileTick
 		if tick <= 0 {

@@ -63,6 +63,11 @@ type Handler struct {
 	BeforeStream func(t Target, leaseID string)
 	// GitTimeout bounds each git fetch and ref listing (0: DefaultGitTimeout).
 	GitTimeout time.Duration
+	// MaxFetches bounds the git fetches running at once (0: DefaultMaxFetches); see fetch.go.
+	MaxFetches int
+
+	// fetches shares in-flight fetches of one commit between targets.
+	fetches fetchGroup
 
 	// rec tracks the periodic reconciles (Reconcile).
 	rec reconciler
@@ -210,6 +215,11 @@ func (h *Handler) runEvent(span trace.Span, jobs []*job, preErr error) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, j := range jobs {
+		if !j.target.Offboard {
+			h.expectFetch(j.target, j.commit)
+		}
+	}
+	for _, j := range jobs {
 		wg.Go(func() {
 			if err := h.process(j); err != nil {
 				mu.Lock()
@@ -255,11 +265,14 @@ func (h *Handler) process(j *job) (err error) {
 	var chunks []*katastromav1.Chunk
 	var targetPath string
 	if !t.Offboard {
+		// runEvent announced this target's fetch; the commit is freed once every target of it shipped.
+		release := sync.OnceFunc(func() { h.releaseFetch(t, j.commit) })
+		defer release()
 		auth, err := h.auth(ctx, t)
 		if err != nil {
 			return err
 		}
-		commit, err := h.fetchCommit(ctx, t, j.commit, auth)
+		commit, err := h.sharedFetch(ctx, t, j.commit, auth)
 		if err != nil {
 			return err
 		}
@@ -271,6 +284,7 @@ func (h *Handler) process(j *job) (err error) {
 		if err != nil {
 			return err
 		}
+		release()
 		chunks, targetPath = pipeline.Chunks(sub.Tar), sub.Target
 		notes = map[string]string{AnnotationRenderInputs: encodeInputs(sub.Inputs)}
 		j.span.SetAttributes(attribute.Int("source.files", sub.Files), attribute.Int("source.tar_bytes", len(sub.Tar)),
