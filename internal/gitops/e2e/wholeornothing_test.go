@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quartet-dev/quartet-operator/internal/gitops/inventory"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/pipeline"
@@ -140,4 +142,39 @@ func TestWebhookAnswersAfterTheLeasesAreTaken(t *testing.T) {
 	Expect(tcm.Annotations).To(HaveKeyWithValue(pipeline.AnnotationLeaseID, Not(BeEmpty())))
 	Expect(waitEvent(t, event).Status.Code).NotTo(Equal(codes.Error))
 	Expect(mustCM(ctx, ns, "a").Annotations).To(HaveKeyWithValue(pipeline.AnnotationCommit, sha))
+}
+
+// TestLeaseLostInsideALongBatchStopsIt: a commit of 100 ConfigMaps (one kind) loses its lease after the first
+// write batch; the event stops there instead of writing the other objects of the kind.
+func TestLeaseLostInsideALongBatchStopsIt(t *testing.T) {
+	RegisterTestingT(t)
+	ctx := context.Background()
+	ns := newTenant(ctx)
+	r := gitd.newRepo(t)
+	sourceTarget(ctx, ns, "web", r, "deploy", "")
+	files := map[string]*string{}
+	for i := range 100 {
+		files[fmt.Sprintf("deploy/cm-%03d.yaml", i)] = configMapYAML(fmt.Sprintf("cm-%03d", i), "", "1")
+	}
+	sha, changed := r.commit(files)
+	var fences atomic.Int32
+	f := func(pc pipeline.Context, _ schema.GroupKind) {
+		// The second lease check of the event: a newer processor took the target over after the first batch.
+		if pc.Namespace != ns || pc.Commit != sha || fences.Add(1) != 2 {
+			return
+		}
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cm := mustCM(ctx, ns, "web")
+			cm.Annotations[pipeline.AnnotationLeaseID] = "0000000000000002"
+			return env.Client.Update(ctx, cm)
+		})).To(Succeed())
+	}
+	batchHook.Store(&f)
+	defer batchHook.Store(nil)
+	waitEvent(t, accepted(t, ns, r.pushPayload(sha, changed)))
+	var l corev1.ConfigMapList
+	Expect(env.Client.List(ctx, &l, client.InNamespace(ns),
+		client.MatchingLabels{pipeline.LabelSourceTarget: ns + ".web"})).To(Succeed())
+	Expect(len(l.Items)).To(BeNumerically("<", 100), "the whole kind was written after the lease moved")
+	Expect(len(l.Items)).To(BeNumerically(">", 0))
 }

@@ -115,6 +115,11 @@ type applier struct {
 	establishErr error
 }
 
+// MaxBatch bounds a write batch: a long run of one kind is split, with a lease check before each part, so a lease
+// lost in the middle of a thousand ConfigMaps stops the event after at most this many more writes (the applies
+// already in flight still land).
+const MaxBatch = 4 * applyWorkers
+
 // applyWorkers bounds the applies in flight for one source target. kubectl applies one object after the other;
 // each apply mostly waits for the API server's storage write, so a few in flight cut the wall time of a large
 // set severalfold without loading the server much more.
@@ -153,7 +158,7 @@ func (a *applier) applyAll(ctx context.Context, objs []*unstructured.Unstructure
 			return err
 		}
 		j := i + 1
-		for j < len(objs) && objs[j].GroupVersionKind().GroupKind() == gk {
+		for j < len(objs) && objs[j].GroupVersionKind().GroupKind() == gk && j-i < MaxBatch {
 			j++
 		}
 		var wg sync.WaitGroup

@@ -127,10 +127,14 @@ func (s *Server) prune(ctx context.Context, desired []*katastromav1.ObjectRef) (
 	var results []*katastromav1.ObjectResult
 	var left []*katastromav1.ObjectRef
 	var batch schema.GroupKind
+	inBatch := 0
 	for i, r := range stale {
-		// Deletions of one kind are a write batch: the lease is checked before each, so a superseded event
-		// stops deleting as soon as a newer one holds the source target (which prunes from the same inventory).
-		if gk := pipeline.RefObject(r).GroupVersionKind().GroupKind(); i == 0 || gk != batch {
+		// Deletions of one kind, at most provisioner.MaxBatch of them, are a write batch: the lease is checked
+		// before each, so a superseded event stops deleting as soon as a newer one holds the source target (which
+		// prunes from the same inventory).
+		inBatch++
+		if gk := pipeline.RefObject(r).GroupVersionKind().GroupKind(); i == 0 || gk != batch || inBatch > provisioner.MaxBatch {
+			inBatch = 1
 			if err := inventory.CheckLease(ctx, s.Clients.Platform, pc.Namespace, pc.SourceTarget, pc.LeaseID); err != nil {
 				return results, lease(err)
 			}
