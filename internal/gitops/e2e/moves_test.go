@@ -88,3 +88,27 @@ func TestObjectMovedBetweenTargetsInOnePushSurvives(t *testing.T) {
 	Expect(moved.Data).To(HaveKeyWithValue("written-by-the-app", "state"))
 	Expect(moved.Labels).To(HaveKeyWithValue(pipeline.LabelSourceTarget, ns+".b"))
 }
+
+// TestTwoTargetsClaimingOneObjectIsAnError: target b declares an object target a deployed and still lists; b's
+// event fails naming a, and the object stays a's instead of flipping between the two on every event.
+func TestTwoTargetsClaimingOneObjectIsAnError(t *testing.T) {
+	RegisterTestingT(t)
+	ctx := context.Background()
+	ns := newTenant(ctx)
+	r := gitd.newRepo(t)
+	sourceTarget(ctx, ns, "a", r, "a", "")
+	deployOK(t, ns, r, map[string]*string{"a/shared.yaml": configMapYAML("shared", "", "from-a")})
+	sourceTarget(ctx, ns, "b", r, "b", "")
+	sha, changed := r.commit(map[string]*string{"b/shared.yaml": configMapYAML("shared", "", "from-b"),
+		"b/own.yaml": configMapYAML("own", "", "b")})
+	root := waitEvent(t, accepted(t, ns, r.pushPayload(sha, changed)))
+	Expect(root.Status.Code).To(Equal(codes.Error), "b took over a's object")
+	Expect(root.Status.Description).To(ContainSubstring("source target " + ns + "/a deploys this object too"))
+	shared := mustCM(ctx, ns, "shared")
+	Expect(shared.Labels).To(HaveKeyWithValue(pipeline.LabelSourceTarget, ns+".a"))
+	Expect(shared.Data).To(HaveKeyWithValue("value", "from-a"))
+	_, err := getCM(ctx, ns, "own")
+	Expect(apierrors.IsNotFound(err)).To(BeTrue(), "b's refused commit wrote: %v", err)
+	Expect(mustCM(ctx, ns, "b").Annotations).To(HaveKeyWithValue(source.AnnotationLastError,
+		ContainSubstring("ConfigMap "+ns+"/shared")))
+}

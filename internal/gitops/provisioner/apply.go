@@ -417,14 +417,24 @@ type liveKey struct {
 }
 
 // liveObject returns u's live object, nil when it does not exist, is being deleted or is not labelled with u's
-// source target. The first object of a kind and namespace lists all of them with the source-target label: one
-// request per kind instead of a read per object, which on a large set is as many requests as the applies
-// themselves. The list runs under mu, so concurrent objects of the kind wait for it instead of listing again.
+// source target (liveLabelled).
 func (a *applier) liveObject(ctx context.Context, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	target := u.GetLabels()[pipeline.LabelSourceTarget]
 	if target == "" {
 		return nil, nil // not labelled by the labeler: always applied
 	}
+	o, err := a.liveLabelled(ctx, u)
+	if err != nil || o == nil || o.GetLabels()[pipeline.LabelSourceTarget] != target {
+		return nil, err
+	}
+	return o, nil
+}
+
+// liveLabelled returns u's live object when it carries any source-target label (this target's or another's), nil
+// otherwise. The first object of a kind and namespace lists all of them with the label: one request per kind
+// instead of a read per object, which on a large set is as many requests as the applies themselves. The list runs
+// under mu, so concurrent objects of the kind wait for it instead of listing again.
+func (a *applier) liveLabelled(ctx context.Context, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	key := liveKey{gvk: u.GroupVersionKind(), namespace: u.GetNamespace()}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -432,7 +442,7 @@ func (a *applier) liveObject(ctx context.Context, u *unstructured.Unstructured) 
 	if !ok {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(key.gvk.GroupVersion().WithKind(key.gvk.Kind + "List"))
-		opts := []client.ListOption{client.MatchingLabels{pipeline.LabelSourceTarget: target}}
+		opts := []client.ListOption{client.HasLabels{pipeline.LabelSourceTarget}}
 		if key.namespace != "" {
 			opts = append(opts, client.InNamespace(key.namespace))
 		}

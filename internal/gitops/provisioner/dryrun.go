@@ -146,6 +146,9 @@ func (a *applier) dryRun(ctx context.Context, u *unstructured.Unstructured, f co
 	case unchanged:
 		return dryRunUnchanged, nil
 	}
+	if err := a.checkClaim(ctx, u); err != nil {
+		return dryRunRefused, err
+	}
 	_, err = a.serverSideApply(ctx, u.DeepCopy(), client.DryRunAll)
 	switch {
 	case err == nil:
