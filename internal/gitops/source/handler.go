@@ -332,7 +332,7 @@ func (h *Handler) process(j *job) (err error) {
 	return nil
 }
 
-// AnnotationLastError, on a source target, is why its last event failed (removed when one succeeds): what the
+// AnnotationLastError is, on a source target, why its last event failed (removed when one succeeds): what the
 // tenant reads next to last-result without searching the traces.
 const AnnotationLastError = "katastroma.org/last-error"
 

@@ -83,7 +83,7 @@ type Target struct {
 	Inputs []string
 }
 
-// AnnotationRenderInputs, on a source target, lists (JSON) the directories and files outside its path that its
+// AnnotationRenderInputs lists (JSON), on a source target, the directories and files outside its path that its
 // last render read, written by the source handler with each event's result; a push changing one of them matches
 // the target. Absent when the render reads only the target's path.
 const AnnotationRenderInputs = "katastroma.org/render-inputs"

@@ -3,7 +3,6 @@ package health
 import (
 	"context"
 	"fmt"
-	"google.golang.org/grpc/metadata"
 	"net"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"google.golang.org/grpc/metadata"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
