@@ -45,6 +45,9 @@ const (
 	// commit; removed by the next render that skipped nothing.
 	AnnotationRenderWarnings = "katastroma.org/last-render-warnings"
 	FieldManager             = "katastroma"
+	// FinalizerPrune holds a deleted source target until what it deployed is pruned (the source handler's
+	// deletion pass removes it; the Platform controller too, once no Platform is left to run one).
+	FinalizerPrune = "katastroma.org/prune-on-delete"
 )
 
 // Metadata keys that travel next to the baggage.

@@ -17,7 +17,7 @@ import (
 )
 
 // FinalizerPrune holds a deleted source target until what it deployed is pruned.
-const FinalizerPrune = "katastroma.org/prune-on-delete"
+const FinalizerPrune = pipeline.FinalizerPrune
 
 // AnnotationOrphanOnDelete set to "true" on a source target leaves what it deployed in place when it is deleted.
 const AnnotationOrphanOnDelete = "katastroma.org/orphan-on-delete"
