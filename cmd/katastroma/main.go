@@ -76,6 +76,7 @@ func run(args []string) error {
 	maxAgeGrace := fs.Duration("max-connection-age-grace", 0,
 		"How long streams on an aged connection may finish (0: the larger of --rpc-timeout and 5m).")
 	gitTimeout := fs.Duration("git-timeout", source.DefaultGitTimeout, "Deadline of each git fetch or ref listing (source).")
+	maxFetches := fs.Int("max-fetches", source.DefaultMaxFetches, "Git fetches running at once; targets fetching the same commit share one (source).")
 	verifyTimeout := fs.Duration("verify-timeout", provisioner.DefaultVerifyTimeout, "How long the provisioner "+
 		"waits for the applied objects to become healthy (kstatus Current) before failing the event; 0 turns "+
 		"the verify off. Must stay below --rpc-timeout (unset, it is lowered to 3/5 of a smaller --rpc-timeout).")
@@ -96,7 +97,7 @@ func run(args []string) error {
 
 	o := runner.Options{GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr, Next: *next, OrdererAddr: *ordererAddr,
 		Scheme: operator.NewScheme(), Lease: source.LeaseConfig{StaleAfter: *staleAfter, MaxReplays: *maxReplays},
-		RegistrationAudience: *audience, GitTimeout: *gitTimeout,
+		RegistrationAudience: *audience, GitTimeout: *gitTimeout, MaxFetches: *maxFetches,
 		Connection: stage.Connection{RPCTimeout: *rpcTimeout, KeepaliveTime: *keepTime, KeepaliveTimeout: *keepTimeout,
 			MaxConnectionAge: *maxAge, MaxConnectionAgeGrace: *maxAgeGrace}}
 	if o.VerifyTimeout, err = verifyDeadline(fs, *verifyTimeout, *rpcTimeout); err != nil {

@@ -245,6 +245,9 @@ func (r *PlatformReconciler) finalize(ctx context.Context, p *gitopsv1alpha1.Pla
 	if err := r.pruneSourceTenantRBAC(ctx, p, nil); err != nil {
 		return err
 	}
+	if err := r.releaseSourceTargets(ctx, p); err != nil {
+		return err
+	}
 	patch := client.MergeFrom(p.DeepCopy())
 	controllerutil.RemoveFinalizer(p, PlatformFinalizer)
 	return r.Patch(ctx, p, patch)

@@ -270,3 +270,45 @@ func TestPeriodicReconcileRepairsDriftWithoutAPush(t *testing.T) {
 	}, 30*time.Second).Should(Succeed())
 	Expect(mustCM(ctx, ns, "a").Annotations).To(HaveKeyWithValue(pipeline.AnnotationCommit, sha))
 }
+
+// TestPollDeploysAPushWhoseWebhookWasLost: a push whose webhook never arrives is deployed by the periodic poll of
+// the ref's head, and a target registered after the last push is deployed by its first poll.
+func TestPollDeploysAPushWhoseWebhookWasLost(t *testing.T) {
+	RegisterTestingT(t)
+	ctx := context.Background()
+	ns := newTenant(ctx)
+	r := gitd.newRepo(t)
+	sourceTarget(ctx, ns, "web", r, "deploy", "")
+	deployOK(t, ns, r, map[string]*string{"deploy/a.yaml": configMapYAML("a", "", "1"),
+		"other/o.yaml": configMapYAML("o", "", "1")})
+	tcm := mustCM(ctx, ns, "web")
+	tcm.Data[source.DataReconcileInterval] = "1s"
+	Expect(env.Client.Update(ctx, tcm)).To(Succeed())
+	sourceTarget(ctx, ns, "idle", r, "other", "")
+	idle := mustCM(ctx, ns, "idle")
+	idle.Data[source.DataReconcileInterval] = "1s"
+	Expect(env.Client.Update(ctx, idle)).To(Succeed())
+
+	// No webhook for this push: the delivery was lost.
+	sha2, _ := r.commit(map[string]*string{"deploy/a.yaml": configMapYAML("a", "", "2"),
+		"deploy/b.yaml": configMapYAML("b", "", "2")})
+	Eventually(func(g Gomega) {
+		a, err := getCM(ctx, ns, "a")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(a.Data).To(HaveKeyWithValue("value", "2"), "the poll did not deploy the head of the ref")
+		b, err := getCM(ctx, ns, "b")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(b.Annotations).To(HaveKeyWithValue(pipeline.AnnotationCommit, sha2))
+		web := mustCM(ctx, ns, "web")
+		g.Expect(web.Annotations).To(HaveKeyWithValue(pipeline.AnnotationDeployed, sha2))
+		g.Expect(web.Annotations).To(HaveKeyWithValue(source.AnnotationHeadSeen, sha2))
+		g.Expect(web.Annotations).To(HaveKeyWithValue(pipeline.AnnotationResult, source.ResultSucceeded))
+	}, 30*time.Second).Should(Succeed())
+	Eventually(func(g Gomega) {
+		o, err := getCM(ctx, ns, "o")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(o.Labels).To(HaveKeyWithValue(pipeline.LabelSourceTarget, ns+".idle"),
+			"a target registered after the push was not deployed by its poll")
+		g.Expect(mustCM(ctx, ns, "idle").Annotations).To(HaveKeyWithValue(pipeline.AnnotationDeployed, sha2))
+	}, 30*time.Second).Should(Succeed())
+}

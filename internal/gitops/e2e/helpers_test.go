@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -34,6 +35,37 @@ type gitServer struct {
 	base string
 	port int
 	cmd  *exec.Cmd
+	log  *syncBuffer
+}
+
+// syncBuffer is the daemon's log, written by its process and read by tests.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// uploadPacks counts the fetches and ref listings (upload-pack requests) the daemon served for r.
+func (s *gitServer) uploadPacks(r *repo) int {
+	name := r.url[strings.LastIndex(r.url, "/"):]
+	n := 0
+	for _, line := range strings.Split(s.log.String(), "\n") {
+		if strings.Contains(line, "upload-pack") && strings.Contains(line, name+"'") {
+			n++
+		}
+	}
+	return n
 }
 
 func freePort() (int, error) {
@@ -71,16 +103,18 @@ func startGitDaemon() (*gitServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(daemon, "--export-all", "--reuseaddr", "--listen=127.0.0.1",
-		fmt.Sprintf("--port=%d", port), "--base-path="+base, base)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if os.Getenv("QUARTET_TEST_LOGS") == "" {
-		cmd.Stdout, cmd.Stderr = nil, nil
+	// --verbose logs each request, so a test can count the fetches (gitServer.uploadPacks).
+	cmd := exec.Command(daemon, "--export-all", "--reuseaddr", "--listen=127.0.0.1", "--verbose",
+		"--log-destination=stderr", fmt.Sprintf("--port=%d", port), "--base-path="+base, base)
+	log := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = nil, log
+	if os.Getenv("QUARTET_TEST_LOGS") != "" {
+		cmd.Stdout, cmd.Stderr = os.Stderr, io.MultiWriter(os.Stderr, log)
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	s := &gitServer{base: base, port: port, cmd: cmd}
+	s := &gitServer{base: base, port: port, cmd: cmd, log: log}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))

@@ -34,30 +34,41 @@ const (
 	gateLabel = "e2e.katastroma.org/admission-gate"
 	// flakyName is refused on its first create per namespace, doomedName always.
 	flakyName, doomedName = "flaky", "doomed"
+	// leaseRefusedName is refused on its first update per namespace (a source target's first lease).
+	leaseRefusedName = "lease-refused"
 	// Crash detection must wait for the crashed processor's lease to go stale, or its replay is refused.
 	leaseStaleAfter = 8 * time.Second
 	crashTimeout    = 12 * time.Second
 )
 
-// admissionGate is a validating webhook the API server calls for ConfigMap creations in gated namespaces.
+// admissionGate is a validating webhook the API server calls for ConfigMap creations and updates in gated
+// namespaces. The
+// provisioner dry-runs a commit before writing it, so a dry run is judged like the create it announces.
 type admissionGate struct {
-	mu     sync.Mutex
-	denied map[string]int // namespace/name → refused creates (dry runs aside)
+	mu      sync.Mutex
+	denied  map[string]int // namespace/name → refused creates, dry runs included
+	created map[string]int // namespace/name → creates that were not dry runs, allowed or not
+	updates map[string]int // namespace/name → refused updates
 }
 
 func (a *admissionGate) Handle(_ context.Context, req admission.Request) admission.Response {
-	if req.Operation != admissionv1.Create || (req.Name != flakyName && req.Name != doomedName) {
-		return admission.Allowed("")
-	}
 	key := req.Namespace + "/" + req.Name
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if req.Name == flakyName && a.denied[key] > 0 {
+	if req.Operation == admissionv1.Update && req.Name == leaseRefusedName && a.updates[key] == 0 {
+		a.updates[key]++
+		return admission.Denied(fmt.Sprintf("e2e admission gate refuses the first update of %s", key))
+	}
+	if req.Operation != admissionv1.Create {
 		return admission.Allowed("")
 	}
 	if req.DryRun == nil || !*req.DryRun {
-		a.denied[key]++
+		a.created[key]++
 	}
+	if (req.Name != flakyName && req.Name != doomedName) || (req.Name == flakyName && a.denied[key] > 0) {
+		return admission.Allowed("")
+	}
+	a.denied[key]++
 	return admission.Denied(fmt.Sprintf("e2e admission gate refuses %s", key))
 }
 
@@ -65,6 +76,13 @@ func (a *admissionGate) count(ns, name string) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.denied[ns+"/"+name]
+}
+
+// writes is how many creates of ns/name reached the gate for real (not as a dry run).
+func (a *admissionGate) writes(ns, name string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.created[ns+"/"+name]
 }
 
 // serveAdmissionGate serves the gate with the test environment's serving certificate and registers it with the
@@ -75,7 +93,7 @@ func serveAdmissionGate(t *testing.T) *admissionGate {
 	port, err := freePort()
 	Expect(err).NotTo(HaveOccurred())
 	srv := webhook.NewServer(webhook.Options{Host: serving.LocalServingHost, Port: port, CertDir: serving.LocalServingCertDir})
-	gate := &admissionGate{denied: map[string]int{}}
+	gate := &admissionGate{denied: map[string]int{}, created: map[string]int{}, updates: map[string]int{}}
 	srv.Register("/gate", &admission.Webhook{Handler: gate})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -90,7 +108,8 @@ func serveAdmissionGate(t *testing.T) *admissionGate {
 			Name:         "gate.e2e.katastroma.org",
 			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: serving.LocalServingCAData},
 			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create,
+					admissionregistrationv1.Update},
 				Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"},
 					Resources: []string{"configmaps"}}}},
 			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{gateLabel: "on"}},

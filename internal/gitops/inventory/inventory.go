@@ -231,7 +231,8 @@ func Record(ctx context.Context, c client.Client, namespace, sourceTarget, lease
 		switch {
 		case remove:
 			delete(lease.Annotations, pipeline.AnnotationDeployed)
-		case inv != nil:
+		case inv != nil && inv.Commit != "":
+			// A record before the first deploy (the provisioner's intent) has no commit to name yet.
 			lease.Annotations[pipeline.AnnotationDeployed] = inv.Commit
 		}
 		for k, v := range marks {

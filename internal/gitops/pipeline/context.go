@@ -45,6 +45,9 @@ const (
 	// commit; removed by the next render that skipped nothing.
 	AnnotationRenderWarnings = "katastroma.org/last-render-warnings"
 	FieldManager             = "katastroma"
+	// FinalizerPrune holds a deleted source target until what it deployed is pruned (the source handler's
+	// deletion pass removes it; the Platform controller too, once no Platform is left to run one).
+	FinalizerPrune = "katastroma.org/prune-on-delete"
 )
 
 // Metadata keys that travel next to the baggage.
@@ -55,6 +58,10 @@ const (
 	MDCount = "manifest-count"
 	// MDOverrides carries the source target's overrides (Helm values) to the renderer.
 	MDOverrides = "overrides-bin"
+	// MDHelmHooks carries the source target's Helm hook policy (data.helm-hooks) to the renderer.
+	MDHelmHooks = "helm-hooks"
+	// MDVerifyTimeout carries the source target's verify timeout (data.verify-timeout) to the provisioner.
+	MDVerifyTimeout = "verify-timeout"
 )
 
 // Baggage member keys.

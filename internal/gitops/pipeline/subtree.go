@@ -3,6 +3,7 @@ package pipeline
 import (
 	"fmt"
 	"path"
+	"sort"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -158,21 +159,58 @@ func readKustomization(t Tree, dir string) (string, []byte, error) {
 // overlays name their bases as ../base): the subtree the renderer needs. It is target itself when nothing outside
 // is referenced, and "" for the repository root.
 func EnclosingRoot(t Tree, target string) (string, error) {
+	root, _, err := RenderInputs(t, target)
+	return root, err
+}
+
+// RenderInputs returns the enclosing root of target (EnclosingRoot) and the directories and files outside target
+// that its kustomizations reach (bases, components, … and, transitively, theirs): with target itself, every path
+// a render of target reads, so a change to any of them concerns it. Inputs are sorted; "" is the repository root.
+func RenderInputs(t Tree, target string) (root string, inputs []string, err error) {
 	dirs, files, err := WalkKustomizations(t, target, nil)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	root := cleanDir(target)
+	root = cleanDir(target)
+	seen := map[string]bool{}
+	add := func(p string) {
+		if !seen[p] && !under(cleanDir(target), p) {
+			seen[p] = true
+			if p == "." {
+				p = ""
+			}
+			inputs = append(inputs, p)
+		}
+	}
 	for _, d := range dirs {
 		root = commonDir(root, d)
+		add(d)
 	}
 	for _, f := range files {
 		root = commonDir(root, path.Dir(f))
+		add(f)
 	}
 	if root == "." {
 		root = ""
 	}
-	return root, nil
+	// A path inside another input adds nothing.
+	var out []string
+	for _, p := range inputs {
+		inside := false
+		for _, q := range inputs {
+			inside = inside || (q != p && under(cleanDir(q), cleanDir(p)))
+		}
+		if !inside {
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return root, out, nil
+}
+
+// under reports whether p lies in dir (both cleaned by cleanDir) on a directory boundary.
+func under(dir, p string) bool {
+	return dir == "." || p == dir || strings.HasPrefix(p, dir+"/")
 }
 
 // cleanDir cleans a slash path; the root is ".".

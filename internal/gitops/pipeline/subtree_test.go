@@ -32,18 +32,20 @@ func TestEnclosingRoot(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		target, root, rel, err string
+		// inputs are the paths outside target its render reads.
+		inputs []string
 	}{
 		{target: "plain", root: "plain"},
 		{target: "base", root: "base"},
-		{target: "envs/dev", root: "envs", rel: "dev"},
-		{target: "envs/prod", root: "", rel: "envs/prod"},
-		{target: "apps/web/a", root: "apps/web", rel: "a"},
+		{target: "envs/dev", root: "envs", rel: "dev", inputs: []string{"envs/shared"}},
+		{target: "envs/prod", root: "", rel: "envs/prod", inputs: []string{"base", "components/tls", "envs/common"}},
+		{target: "apps/web/a", root: "apps/web", rel: "a", inputs: []string{"apps/web/shared/cm.yaml"}},
 		{target: "loop", root: "loop"},
 		{target: "", root: ""},
 		{target: "escape", err: `escape/kustomization.yaml: "../../etc" lies outside the repository`},
-		{target: "gen/app", root: "gen", rel: "app"},
-		{target: "tr/app", root: "tr", rel: "app"},
-		{target: "val/app", root: "val", rel: "app"},
+		{target: "gen/app", root: "gen", rel: "app", inputs: []string{"gen/gens"}},
+		{target: "tr/app", root: "tr", rel: "app", inputs: []string{"tr/trs/t.yaml"}},
+		{target: "val/app", root: "val", rel: "app", inputs: []string{"val/vals"}},
 		{target: "trescape", err: `trescape/kustomization.yaml: "../../etc" lies outside the repository`},
 		{target: "inline", root: "inline"},
 	} {
@@ -57,6 +59,9 @@ func TestEnclosingRoot(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(root).To(Equal(tc.root))
 			g.Expect(RelPath(root, tc.target)).To(Equal(tc.rel))
+			_, inputs, err := RenderInputs(repo, tc.target)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(inputs).To(Equal(tc.inputs))
 		})
 	}
 }

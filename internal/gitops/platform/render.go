@@ -268,10 +268,22 @@ func Deployment(p *gitopsv1alpha1.Platform, stage string) *appsv1.Deployment {
 					Containers: []corev1.Container{c},
 					Volumes: []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{
 						EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+					TerminationGracePeriodSeconds: TerminationGracePeriod(p, stage),
 				},
 			},
 		},
 	}
+}
+
+// TerminationGracePeriod of a stage's pods: a pipeline stage drains in-flight events on SIGTERM for up to the
+// longest event (git timeout + RPC timeout + 30s, runner.DrainTimeout), so its pods get that and 30s more; the
+// default 30s would kill events mid-apply on every upgrade. Pharos keeps the default.
+func TerminationGracePeriod(p *gitopsv1alpha1.Platform, stage string) *int64 {
+	if stage == gitopsv1alpha1.StagePharos {
+		return nil
+	}
+	d := durationOr(p.Spec.RPCTimeout, DefaultRPCTimeout) + durationOr(p.Spec.GitTimeout, DefaultGitTimeout) + time.Minute
+	return ptr.To(int64(d / time.Second))
 }
 
 // Service of one stage: headless for the pipeline stages (their callers balance over the pods themselves).

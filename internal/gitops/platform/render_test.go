@@ -237,3 +237,34 @@ func TestValidateDefaultsAreTheBinariesDefaults(t *testing.T) {
 	g.Expect(DefaultGitTimeout).To(Equal(source.DefaultGitTimeout))
 	g.Expect(DefaultRPCTimeout).To(Equal(stage.DefaultConnection.RPCTimeout))
 }
+
+// TestStagePodsOutliveTheLongestEvent: a pipeline stage's pods get a grace period above its drain (the longest
+// event: git timeout + RPC timeout + 30s), not the default 30s that cut events off on every upgrade.
+func TestStagePodsOutliveTheLongestEvent(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		rpc, git time.Duration
+		want     int64
+	}{
+		{name: "defaults", want: int64((5*time.Minute + 2*time.Minute + time.Minute) / time.Second)},
+		{name: "set", rpc: 3 * time.Minute, git: time.Minute, want: 300},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			p := platform()
+			if tc.rpc > 0 {
+				p.Spec.RPCTimeout = &metav1.Duration{Duration: tc.rpc}
+				p.Spec.GitTimeout = &metav1.Duration{Duration: tc.git}
+			}
+			for _, stage := range Stages {
+				grace := Deployment(p, stage).Spec.Template.Spec.TerminationGracePeriodSeconds
+				if stage == gitopsv1alpha1.StagePharos {
+					g.Expect(grace).To(BeNil())
+					continue
+				}
+				g.Expect(grace).NotTo(BeNil(), stage)
+				g.Expect(*grace).To(Equal(tc.want), stage)
+			}
+		})
+	}
+}

@@ -97,6 +97,8 @@ type applier struct {
 	pc      pipeline.Context
 	// fence checks the lease before a write batch; it fails once a newer event holds it.
 	fence func(ctx context.Context, gk schema.GroupKind) error
+	// verifyTimeout is the source target's own verify timeout (nil: the stage's).
+	verifyTimeout *time.Duration
 	// EstablishTimeout bounds the wait for a CRD.
 	establishTimeout time.Duration
 
@@ -113,6 +115,11 @@ type applier struct {
 	establishErr error
 }
 
+// MaxBatch bounds a write batch: a long run of one kind is split, with a lease check before each part, so a lease
+// lost in the middle of a thousand ConfigMaps stops the event after at most this many more writes (the applies
+// already in flight still land).
+const MaxBatch = 4 * applyWorkers
+
 // applyWorkers bounds the applies in flight for one source target. kubectl applies one object after the other;
 // each apply mostly waits for the API server's storage write, so a few in flight cut the wall time of a large
 // set severalfold without loading the server much more.
@@ -123,15 +130,35 @@ const applyWorkers = 8
 // consecutive objects of the same kind is applied concurrently and the next kind starts when the run finished.
 // Each run is a write batch: the lease is checked before it, so once a newer event took the source target over
 // this one stops before writing again, superseded.
+//
+// Nothing is written before the dry run of the whole set passed (dryrun.go) and the objects about to be written
+// for the first time are recorded (recordIntent).
 func (a *applier) applyAll(ctx context.Context, objs []*unstructured.Unstructured) error {
+	plan, err := a.dryRunAll(ctx, objs)
+	if err != nil {
+		return err
+	}
+	if err := a.recordIntent(ctx, plan.writes); err != nil {
+		return err
+	}
 	sem := make(chan struct{}, applyWorkers)
 	for i := 0; i < len(objs); {
+		if len(plan.deferred) > 0 && !orderer.IsFoundation(objs[i]) {
+			// The commit's Namespaces and CRDs are applied: judge what needed them before writing anything else.
+			// A failed wait fails those objects in apply, naming the CRD.
+			if a.waitEstablished(ctx) == nil {
+				if err := a.dryRunDeferred(ctx, plan.deferred, len(objs)); err != nil {
+					return err
+				}
+			}
+			plan.deferred = nil
+		}
 		gk := objs[i].GroupVersionKind().GroupKind()
 		if err := a.fence(ctx, gk); err != nil {
 			return err
 		}
 		j := i + 1
-		for j < len(objs) && objs[j].GroupVersionKind().GroupKind() == gk {
+		for j < len(objs) && objs[j].GroupVersionKind().GroupKind() == gk && j-i < MaxBatch {
 			j++
 		}
 		var wg sync.WaitGroup
@@ -170,18 +197,15 @@ func (a *applier) add(ctx context.Context, u *unstructured.Unstructured) *katast
 	return r
 }
 
-// apply server-side applies u unless its live object carries the same manifest hash and every field of the
-// manifest (drift check). An object edited behind the pipeline's back is therefore applied again even though
-// its manifest did not change.
-func (a *applier) apply(ctx context.Context, u *unstructured.Unstructured) (string, error) {
-	if !orderer.IsFoundation(u) {
-		if err := a.waitEstablished(ctx); err != nil {
-			return ActionFailed, err
-		}
-	}
+// prepare resolves u's kind, puts it in its namespace (the tenant namespace when it names none; none for a
+// cluster-scoped kind) and reads its live object. unchanged is true when the live object carries the same manifest
+// hash and every field of the manifest (drift check): nothing to write. An object edited behind the pipeline's back
+// is therefore written again even though its manifest did not change.
+func (a *applier) prepare(ctx context.Context, u *unstructured.Unstructured) (live *unstructured.Unstructured,
+	hashMatches, unchanged bool, err error) {
 	mapping, err := a.clients.Mapper.RESTMapping(u.GroupVersionKind().GroupKind(), u.GroupVersionKind().Version)
 	if err != nil {
-		return ActionFailed, fmt.Errorf("resolving %s: %w", u.GroupVersionKind(), err)
+		return nil, false, false, fmt.Errorf("resolving %s: %w", u.GroupVersionKind(), err)
 	}
 	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
 		if u.GetNamespace() == "" {
@@ -190,21 +214,40 @@ func (a *applier) apply(ctx context.Context, u *unstructured.Unstructured) (stri
 	} else {
 		u.SetNamespace("")
 	}
-	live, err := a.liveObject(ctx, u)
-	if err != nil {
-		return ActionFailed, fmt.Errorf("reading the live objects: %w", err)
+	if live, err = a.liveObject(ctx, u); err != nil {
+		return nil, false, false, fmt.Errorf("reading the live objects: %w", err)
 	}
-	hashMatches := live != nil && live.GetAnnotations()[pipeline.AnnotationHash] != "" &&
+	hashMatches = live != nil && live.GetAnnotations()[pipeline.AnnotationHash] != "" &&
 		live.GetAnnotations()[pipeline.AnnotationHash] == u.GetAnnotations()[pipeline.AnnotationHash]
-	if hashMatches && Contains(live.Object, u.Object) {
-		// Same manifest and every field of it still live: nothing to repair, nothing to write.
-		return ActionUnchanged, nil
-	}
+	return live, hashMatches, hashMatches && Contains(live.Object, u.Object), nil
+}
+
+// serverSideApply applies u as the tenant's provisioner and returns what the API server answered.
+func (a *applier) serverSideApply(ctx context.Context, u *unstructured.Unstructured, opts ...client.ApplyOption) (*unstructured.Unstructured, error) {
 	u.SetResourceVersion("")
 	u.SetManagedFields(nil)
 	applied := u.DeepCopy()
-	if err := a.as.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), client.FieldOwner(pipeline.FieldManager),
-		client.ForceOwnership); err != nil {
+	opts = append([]client.ApplyOption{client.FieldOwner(pipeline.FieldManager), client.ForceOwnership}, opts...)
+	return applied, a.as.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), opts...)
+}
+
+// apply server-side applies u unless it is unchanged (prepare).
+func (a *applier) apply(ctx context.Context, u *unstructured.Unstructured) (string, error) {
+	if !orderer.IsFoundation(u) {
+		if err := a.waitEstablished(ctx); err != nil {
+			return ActionFailed, err
+		}
+	}
+	live, hashMatches, unchanged, err := a.prepare(ctx, u)
+	if err != nil {
+		return ActionFailed, err
+	}
+	if unchanged {
+		// Same manifest and every field of it still live: nothing to repair, nothing to write.
+		return ActionUnchanged, nil
+	}
+	applied, err := a.serverSideApply(ctx, u)
+	if err != nil {
 		return ActionFailed, err
 	}
 	// Only a write that moved the resourceVersion changed anything: a field the comparison could not match
@@ -374,14 +417,24 @@ type liveKey struct {
 }
 
 // liveObject returns u's live object, nil when it does not exist, is being deleted or is not labelled with u's
-// source target. The first object of a kind and namespace lists all of them with the source-target label: one
-// request per kind instead of a read per object, which on a large set is as many requests as the applies
-// themselves. The list runs under mu, so concurrent objects of the kind wait for it instead of listing again.
+// source target (liveLabelled).
 func (a *applier) liveObject(ctx context.Context, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	target := u.GetLabels()[pipeline.LabelSourceTarget]
 	if target == "" {
 		return nil, nil // not labelled by the labeler: always applied
 	}
+	o, err := a.liveLabelled(ctx, u)
+	if err != nil || o == nil || o.GetLabels()[pipeline.LabelSourceTarget] != target {
+		return nil, err
+	}
+	return o, nil
+}
+
+// liveLabelled returns u's live object when it carries any source-target label (this target's or another's), nil
+// otherwise. The first object of a kind and namespace lists all of them with the label: one request per kind
+// instead of a read per object, which on a large set is as many requests as the applies themselves. The list runs
+// under mu, so concurrent objects of the kind wait for it instead of listing again.
+func (a *applier) liveLabelled(ctx context.Context, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	key := liveKey{gvk: u.GroupVersionKind(), namespace: u.GetNamespace()}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -389,7 +442,7 @@ func (a *applier) liveObject(ctx context.Context, u *unstructured.Unstructured) 
 	if !ok {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(key.gvk.GroupVersion().WithKind(key.gvk.Kind + "List"))
-		opts := []client.ListOption{client.MatchingLabels{pipeline.LabelSourceTarget: target}}
+		opts := []client.ListOption{client.HasLabels{pipeline.LabelSourceTarget}}
 		if key.namespace != "" {
 			opts = append(opts, client.InNamespace(key.namespace))
 		}

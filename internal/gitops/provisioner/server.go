@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"time"
 
@@ -44,6 +43,19 @@ type Server struct {
 	BeforeBatch func(pc pipeline.Context, gk schema.GroupKind)
 }
 
+// TargetVerifyTimeout parses a source target's data.verify-timeout: nil when unset (the stage's
+// --verify-timeout applies), 0 turns the verify off, otherwise a positive Go duration.
+func TargetVerifyTimeout(v string) (*time.Duration, error) {
+	if v == "" {
+		return nil, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return nil, fmt.Errorf("data.verify-timeout: Invalid value: %q: a non-negative Go duration (0 turns the verify off)", v)
+	}
+	return &d, nil
+}
+
 // LeaseError maps a lease or context problem to a gRPC status: a lost lease is superseded (final, never
 // replayed), anything else is unavailable (transient).
 func LeaseError(err error) error {
@@ -67,6 +79,9 @@ func (s *Server) begin(ctx context.Context) (*applier, error) {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	a := &applier{clients: s.Clients, as: as, pc: pc}
+	if a.verifyTimeout, err = TargetVerifyTimeout(pipeline.IncomingValue(ctx, pipeline.MDVerifyTimeout)); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
 	initTenantMetrics(pc.Tenant)
 	a.fence = func(ctx context.Context, gk schema.GroupKind) error {
 		if s.BeforeBatch != nil {
@@ -120,6 +135,12 @@ func driftMarks(a *applier) map[string]string {
 // the stage span the shared wrapper opened.
 func (s *Server) verify(ctx context.Context, a *applier) error {
 	timeout, interval := s.VerifyTimeout, s.VerifyInterval
+	if a.verifyTimeout != nil {
+		// The target's own timeout; the call's deadline still bounds it (verifyUntil stops before it).
+		if timeout = *a.verifyTimeout; timeout == 0 {
+			return nil
+		}
+	}
 	if timeout < 0 {
 		return nil
 	}
@@ -165,43 +186,20 @@ func (s *Server) finish(ctx context.Context, a *applier) error {
 	return nil
 }
 
-// ProvisionStream applies each manifest as it arrives and streams its result back. When every object applied,
-// it records the inventory and verifies the objects' health at the end; it never prunes.
+// ProvisionStream receives every manifest, applies them like Provision (a dry run of the whole set first, so a
+// commit applies whole or not at all) and streams a result per object back. When every object applied, it
+// records the inventory and verifies the objects' health; it never prunes.
 func (s *Server) ProvisionStream(stream grpc.BidiStreamingServer[katastromav1.Manifest, katastromav1.ObjectResult]) error {
 	ctx := stream.Context()
-	a, err := s.begin(ctx)
-	if err != nil {
-		return err
-	}
-	n := 0
-	var prev schema.GroupKind
-	for {
-		m, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		n++
-		u, err := pipeline.Decode(m)
-		if err != nil {
-			return status.Error(codes.InvalidArgument, err.Error())
-		}
-		if gk := u.GroupVersionKind().GroupKind(); n == 1 || gk != prev {
-			if err := a.fence(ctx, gk); err != nil {
-				return err
+	a, err := s.applyStream(ctx, stream)
+	if a != nil {
+		for _, r := range a.results {
+			if serr := stream.Send(r); serr != nil && err == nil {
+				err = serr
 			}
-			prev = gk
-		}
-		if err := stream.Send(a.add(ctx, u)); err != nil {
-			return err
 		}
 	}
-	if err := pipeline.CheckCount(ctx, n); err != nil {
-		return status.Error(codes.DataLoss, err.Error())
-	}
-	if err := s.finish(ctx, a); err != nil {
+	if err != nil {
 		return err
 	}
 	if err := s.record(ctx, a); err != nil {
@@ -210,24 +208,21 @@ func (s *Server) ProvisionStream(stream grpc.BidiStreamingServer[katastromav1.Ma
 	return s.verify(ctx, a)
 }
 
-// Provision applies every manifest; after a complete success it records the inventory, verifies the applied
-// objects' health and forwards the applied set to the pruner (when Next is set). A failed or incomplete apply or a
-// failed verify never reaches the pruner.
-func (s *Server) Provision(stream grpc.ClientStreamingServer[katastromav1.Manifest, katastromav1.StageSummary]) (err error) {
-	ctx := stream.Context()
+// applyStream receives, decodes and applies a whole stream of manifests (see Provision).
+func (s *Server) applyStream(ctx context.Context, stream stage.Receiver[katastromav1.Manifest]) (*applier, error) {
 	in, err := stage.RecvAll(stream)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := pipeline.CheckCount(ctx, len(in)); err != nil {
-		return status.Error(codes.DataLoss, err.Error())
+		return nil, status.Error(codes.DataLoss, err.Error())
 	}
 	a, err := s.begin(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(in) == 0 && !a.pc.Offboard {
-		return status.Error(codes.FailedPrecondition,
+		return nil, status.Error(codes.FailedPrecondition,
 			"the render produced no objects; refusing to record an empty set (annotate the source target with "+
 				pipeline.AnnotationOffboard+"=true to remove everything)")
 	}
@@ -235,14 +230,23 @@ func (s *Server) Provision(stream grpc.ClientStreamingServer[katastromav1.Manife
 	for i, m := range in {
 		u, err := pipeline.Decode(m)
 		if err != nil {
-			return status.Errorf(codes.InvalidArgument, "manifest %d: %v", i, err)
+			return nil, status.Errorf(codes.InvalidArgument, "manifest %d: %v", i, err)
 		}
 		objs = append(objs, u)
 	}
 	if err := a.applyAll(ctx, objs); err != nil {
-		return err
+		return a, err
 	}
-	if err := s.finish(ctx, a); err != nil {
+	return a, s.finish(ctx, a)
+}
+
+// Provision applies every manifest; after a complete success it records the inventory, verifies the applied
+// objects' health and forwards the applied set to the pruner (when Next is set). A failed or incomplete apply or a
+// failed verify never reaches the pruner.
+func (s *Server) Provision(stream grpc.ClientStreamingServer[katastromav1.Manifest, katastromav1.StageSummary]) (err error) {
+	ctx := stream.Context()
+	a, err := s.applyStream(ctx, stream)
+	if err != nil {
 		return err
 	}
 	if err := s.record(ctx, a); err != nil {

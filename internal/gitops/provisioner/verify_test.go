@@ -130,3 +130,26 @@ func TestVerifyDeadline(t *testing.T) {
 		})
 	}
 }
+
+func TestTargetVerifyTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		want  *time.Duration
+		err   bool
+	}{
+		{value: ""},
+		{value: "0", want: new(time.Duration)},
+		{value: "10m", want: func() *time.Duration { d := 10 * time.Minute; return &d }()},
+		{value: "-1s", err: true},
+		{value: "soon", err: true},
+	} {
+		g := NewWithT(t)
+		got, err := TargetVerifyTimeout(tc.value)
+		if tc.err {
+			g.Expect(err).To(MatchError(ContainSubstring("data.verify-timeout: Invalid value")), tc.value)
+			continue
+		}
+		g.Expect(err).NotTo(HaveOccurred(), tc.value)
+		g.Expect(got).To(Equal(tc.want), tc.value)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -41,6 +42,8 @@ type Server struct {
 	katastromav1.UnimplementedPrunerServiceServer
 	Clients *provisioner.Clients
 	Orderer katastromav1.OrdererServiceClient
+	// SiblingWait bounds the wait for the other targets of a push before deleting (0: DefaultSiblingWait).
+	SiblingWait time.Duration
 }
 
 func (s *Server) reversed(ctx context.Context, refs []*katastromav1.ObjectRef) ([]*katastromav1.ObjectRef, error) {
@@ -105,6 +108,9 @@ func (s *Server) prune(ctx context.Context, desired []*katastromav1.ObjectRef) (
 	if err := inventory.CheckLease(ctx, s.Clients.Platform, pc.Namespace, pc.SourceTarget, pc.LeaseID); err != nil {
 		return nil, lease(err)
 	}
+	if err := s.waitForSiblings(ctx, pc); err != nil {
+		return nil, err
+	}
 	inv, _, err := inventory.Read(ctx, s.Clients.Platform, pc.Namespace, pc.SourceTarget)
 	if err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error())
@@ -121,10 +127,14 @@ func (s *Server) prune(ctx context.Context, desired []*katastromav1.ObjectRef) (
 	var results []*katastromav1.ObjectResult
 	var left []*katastromav1.ObjectRef
 	var batch schema.GroupKind
+	inBatch := 0
 	for i, r := range stale {
-		// Deletions of one kind are a write batch: the lease is checked before each, so a superseded event
-		// stops deleting as soon as a newer one holds the source target (which prunes from the same inventory).
-		if gk := pipeline.RefObject(r).GroupVersionKind().GroupKind(); i == 0 || gk != batch {
+		// Deletions of one kind, at most provisioner.MaxBatch of them, are a write batch: the lease is checked
+		// before each, so a superseded event stops deleting as soon as a newer one holds the source target (which
+		// prunes from the same inventory).
+		inBatch++
+		if gk := pipeline.RefObject(r).GroupVersionKind().GroupKind(); i == 0 || gk != batch || inBatch > provisioner.MaxBatch {
+			inBatch = 1
 			if err := inventory.CheckLease(ctx, s.Clients.Platform, pc.Namespace, pc.SourceTarget, pc.LeaseID); err != nil {
 				return results, lease(err)
 			}
@@ -166,8 +176,8 @@ func (s *Server) prune(ctx context.Context, desired []*katastromav1.ObjectRef) (
 	return results, nil
 }
 
-// deleteOne deletes one object as the tenant's pruner, unless it is gone or no longer carries this source
-// target's label (someone else owns it now).
+// deleteOne deletes one object as the tenant's pruner, unless it is gone, no longer carries this source target's
+// label (someone else owns it now) or opts out of pruning (AnnotationPrune).
 func (s *Server) deleteOne(ctx context.Context, as client.Client, r *katastromav1.ObjectRef, owner string) (string, error) {
 	live, err := s.served(r)
 	if err != nil {
@@ -184,15 +194,27 @@ func (s *Server) deleteOne(ctx context.Context, as client.Client, r *katastromav
 		}
 		return provisioner.ActionFailed, err
 	}
-	if live.GetLabels()[pipeline.LabelSourceTarget] != owner {
+	if live.GetLabels()[pipeline.LabelSourceTarget] != owner || live.GetAnnotations()[AnnotationPrune] == PruneDisabled {
 		return provisioner.ActionSkipped, nil
 	}
-	policy := client.PropagationPolicy("Background")
-	if err := as.Delete(ctx, live, policy); err != nil && !apierrors.IsNotFound(err) {
+	// Preconditions: the object deleted is the one read and judged above, not one replaced or relabelled since
+	// (another target taking it over moves its resourceVersion). A conflict keeps it on the prune list.
+	uid, rv := live.GetUID(), live.GetResourceVersion()
+	err = as.Delete(ctx, live, client.PropagationPolicy("Background"),
+		client.Preconditions{UID: &uid, ResourceVersion: &rv})
+	if err != nil && !apierrors.IsNotFound(err) {
 		return provisioner.ActionFailed, err
 	}
 	return provisioner.ActionDeleted, nil
 }
+
+// AnnotationPrune set to PruneDisabled on an object (in its manifest) keeps it when its source target no longer
+// renders it, is deleted or offboarded: the pruner leaves it in place and forgets it, as Flux's
+// kustomize.toolkit.fluxcd.io/prune: disabled does.
+const (
+	AnnotationPrune = "katastroma.org/prune"
+	PruneDisabled   = "disabled"
+)
 
 // served returns an object to read r through: at its recorded version while that is served, otherwise at the
 // kind's preferred version. The inventory keys objects without the version, so the recorded one may be a version

@@ -17,6 +17,7 @@ import (
 	chartutil "helm.sh/helm/v4/pkg/chart/common/util"
 	"helm.sh/helm/v4/pkg/chart/loader/archive"
 	chartloader "helm.sh/helm/v4/pkg/chart/v2/loader"
+	chartv2util "helm.sh/helm/v4/pkg/chart/v2/util"
 	"helm.sh/helm/v4/pkg/engine"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -51,7 +52,25 @@ type Input struct {
 	// Path is the source target's directory relative to the root of the files ("" is the root). Kustomize
 	// builds there with every file available (an overlay's ../base); Helm and plain YAML see only that directory.
 	Path string
+	// HelmHooks is the source target's hook policy (HooksRefuse when empty, or HooksSkip).
+	HelmHooks string
 }
+
+// Helm hook policies (the source target's data.helm-hooks).
+const (
+	// HooksRefuse fails the render of a chart with install or upgrade hooks, naming them.
+	HooksRefuse = "refuse"
+	// HooksSkip renders the chart without its hooks and reports each one skipped.
+	HooksSkip = "skip"
+)
+
+// DataHelmHooks is the source-target data key of the hook policy.
+const DataHelmHooks = "helm-hooks"
+
+// installEvents are the hook events an install or upgrade runs: a chart that needs them (a migration Job, a Job
+// that makes its webhook certificate) does not work without them.
+var installEvents = map[string]bool{"pre-install": true, "post-install": true, "pre-upgrade": true,
+	"post-upgrade": true}
 
 // Hook is a Helm hook the renderer skipped.
 type Hook struct {
@@ -191,8 +210,12 @@ func renderPlain(files map[string][]byte) []byte {
 	return b.Bytes()
 }
 
-// renderHelm renders a chart. Hooks are skipped (returned, not rendered): a GitOps apply has no install or
-// upgrade lifecycle to run them in, and applying them with the rest would run a pre-install Job on every push.
+// renderHelm renders a chart as Helm's install action does (dependencies processed) without running hooks: a
+// GitOps apply has no install or upgrade lifecycle to run them in, applying them as ordinary objects would not run
+// a pre-install Job before the rest (the orderer orders by kind) and would run it again with every change of its
+// template, while a Job's template cannot be changed in place. So a chart with install or upgrade hooks is refused,
+// naming them, unless its source target says to skip them (HooksSkip); hooks that only tests, deletions or
+// rollbacks run are never applied and are reported as skipped.
 func renderHelm(files map[string][]byte, in Input) ([]byte, []Hook, error) {
 	var bf []*archive.BufferedFile
 	for _, n := range sortedNames(files) {
@@ -202,9 +225,20 @@ func renderHelm(files map[string][]byte, in Input) ([]byte, []Hook, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("loading the chart: %w", err)
 	}
+	switch in.HelmHooks {
+	case "", HooksRefuse, HooksSkip:
+	default:
+		return nil, nil, fmt.Errorf("data.%s: Unsupported value: %q: supported values: %q, %q", DataHelmHooks,
+			in.HelmHooks, HooksRefuse, HooksSkip)
+	}
 	vals, err := common.ReadValues(in.Overrides)
 	if err != nil {
 		return nil, nil, fmt.Errorf("overrides are not valid Helm values: %w", err)
+	}
+	// As Helm's install action does: drop the subcharts a condition or tag disables (postgresql.enabled: false)
+	// and copy the import-values of the enabled ones into the parent's values.
+	if err := chartv2util.ProcessDependencies(ch, vals); err != nil {
+		return nil, nil, fmt.Errorf("chart dependencies: %w", err)
 	}
 	rv, err := chartutil.ToRenderValues(ch, vals, common.ReleaseOptions{
 		Name: in.ReleaseName, Namespace: in.Namespace, Revision: 1, IsInstall: true}, nil)
@@ -225,12 +259,24 @@ func renderHelm(files map[string][]byte, in Input) ([]byte, []Hook, error) {
 		return nil, nil, fmt.Errorf("splitting the chart output: %w", err)
 	}
 	skipped := make([]Hook, 0, len(hooks))
+	var needed []string
 	for _, h := range hooks {
 		ev := make([]string, 0, len(h.Events))
+		install := false
 		for _, e := range h.Events {
 			ev = append(ev, string(e))
+			install = install || installEvents[string(e)]
 		}
-		skipped = append(skipped, Hook{Kind: h.Kind, Name: h.Name, Path: h.Path, Events: ev})
+		hk := Hook{Kind: h.Kind, Name: h.Name, Path: h.Path, Events: ev}
+		skipped = append(skipped, hk)
+		if install {
+			needed = append(needed, hk.String()+" in "+hk.Path)
+		}
+	}
+	if len(needed) > 0 && in.HelmHooks != HooksSkip {
+		return nil, nil, fmt.Errorf("the chart has Helm hooks an install or upgrade runs, which a GitOps apply cannot "+
+			"run in their place: %s; set the source target's data.%s to %q to deploy the chart without them",
+			strings.Join(needed, "; "), DataHelmHooks, HooksSkip)
 	}
 	var b bytes.Buffer
 	for _, crd := range ch.CRDObjects() {

@@ -137,11 +137,31 @@ func TestRender(t *testing.T) {
 			typ:   Helm, want: []string{"ConfigMap/web-cfg"},
 		},
 		{
-			name: "helm skips hooks and renders the rest",
+			name: "helm skips hooks when the target says so and renders the rest",
+			files: map[string]string{"Chart.yaml": chartYAML, "templates/cm.yaml": chartTemplate,
+				"templates/job.yaml": hookJob},
+			in:  Input{ReleaseName: "web", Namespace: "team-a", HelmHooks: HooksSkip},
+			typ: Helm, want: []string{"ConfigMap/web-cfg"},
+		},
+		{
+			name: "helm refuses a chart with install hooks by default, naming them",
 			files: map[string]string{"Chart.yaml": chartYAML, "templates/cm.yaml": chartTemplate,
 				"templates/job.yaml": hookJob},
 			in:  Input{ReleaseName: "web", Namespace: "team-a"},
+			typ: Helm, wantErr: `Job/migrate (pre-install,post-upgrade) in demo/templates/job.yaml; set the source target's data.helm-hooks to "skip"`,
+		},
+		{
+			name: "helm skips test hooks without a policy",
+			files: map[string]string{"Chart.yaml": chartYAML, "templates/cm.yaml": chartTemplate,
+				"templates/test.yaml": strings.Replace(hookJob, "pre-install,post-upgrade", "test", 1)},
+			in:  Input{ReleaseName: "web", Namespace: "team-a"},
 			typ: Helm, want: []string{"ConfigMap/web-cfg"},
+		},
+		{
+			name:  "helm refuses an unknown hook policy, naming the field",
+			files: map[string]string{"Chart.yaml": chartYAML, "templates/cm.yaml": chartTemplate},
+			in:    Input{ReleaseName: "web", Namespace: "team-a", HelmHooks: "run"},
+			typ:   Helm, wantErr: `data.helm-hooks: Unsupported value: "run"`,
 		},
 		{
 			name:  "helm reports template errors",
@@ -222,7 +242,7 @@ func FuzzUntar(f *testing.F) {
 func TestHelmHooksAreReportedAsSkipped(t *testing.T) {
 	g := NewWithT(t)
 	out, err := RenderAll(map[string][]byte{"Chart.yaml": []byte(chartYAML), "templates/job.yaml": []byte(hookJob),
-		"templates/cm.yaml": []byte(chartTemplate)}, Input{ReleaseName: "web", Namespace: "team-a"})
+		"templates/cm.yaml": []byte(chartTemplate)}, Input{ReleaseName: "web", Namespace: "team-a", HelmHooks: HooksSkip})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out.Objects).To(HaveLen(1))
 	g.Expect(out.SkippedHooks).To(Equal([]Hook{{Kind: "Job", Name: "migrate", Path: "demo/templates/job.yaml",

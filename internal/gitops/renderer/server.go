@@ -74,7 +74,8 @@ func (s *Server) render(ctx context.Context, chunks []*katastromav1.Chunk) ([]*k
 			pc.SourceTarget, pc.Path, err)
 	}
 	res, err := RenderAll(files, Input{ReleaseName: pc.SourceTarget, Namespace: pc.Namespace,
-		Overrides: []byte(pipeline.IncomingValue(ctx, pipeline.MDOverrides)), Path: dir})
+		Overrides: []byte(pipeline.IncomingValue(ctx, pipeline.MDOverrides)), Path: dir,
+		HelmHooks: pipeline.IncomingValue(ctx, pipeline.MDHelmHooks)})
 	span := trace.SpanFromContext(ctx)
 	span.SetAttributes(attribute.String("renderer.type", string(res.Type)),
 		attribute.Int("renderer.files", len(files)), attribute.Int("renderer.objects", len(res.Objects)),

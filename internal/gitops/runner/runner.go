@@ -77,6 +77,8 @@ type Options struct {
 	Connection stage.Connection
 	// GitTimeout bounds each git fetch or ref listing of the source handler (0: source.DefaultGitTimeout).
 	GitTimeout time.Duration
+	// MaxFetches bounds the source handler's concurrent git fetches (0: source.DefaultMaxFetches).
+	MaxFetches int
 }
 
 // Running is a started stage.
@@ -179,7 +181,8 @@ func Start(ctx context.Context, name string, o Options) (*Running, error) {
 			return nil, errors.New("stage source needs the renderer address")
 		}
 		handler = &source.Handler{Client: c, Renderer: katastromav1.NewRendererServiceClient(next), Lease: o.Lease,
-			Audience: o.RegistrationAudience, BeforeStream: o.BeforeStream, GitTimeout: o.GitTimeout}
+			Audience: o.RegistrationAudience, BeforeStream: o.BeforeStream, GitTimeout: o.GitTimeout,
+			MaxFetches: o.MaxFetches}
 		handler.Start(ctx)
 		tick := o.ReconcileTick
 		if tick <= 0 {
@@ -200,6 +203,9 @@ func Start(ctx context.Context, name string, o Options) (*Running, error) {
 	}
 	r := &Running{Name: name, GRPCAddr: lis.Addr().String(), Handler: handler, done: make(chan error, 1)}
 	srv := stage.NewWith(name, o.Connection, register)
+	// In-flight work may finish before the stage stops: an event lasts at most a git fetch and one call.
+	drain := DrainTimeout(o.Connection, o.GitTimeout)
+	srv.DrainTimeout = drain
 	stage.InitObjects(name, actions...)
 	var httpSrv *http.Server
 	var httpLis net.Listener
@@ -229,8 +235,9 @@ func Start(ctx context.Context, name string, o Options) (*Running, error) {
 		}
 		err := srv.Serve(ctx, lis)
 		wg.Wait()
-		if handler != nil {
-			handler.Wait()
+		if handler != nil && !handler.WaitFor(drain) {
+			herr = errors.Join(herr, fmt.Errorf("events still running after the drain timeout of %s; their leases go "+
+				"stale and pharos replays them", drain))
 		}
 		if next != nil {
 			_ = next.Close()
@@ -238,6 +245,16 @@ func Start(ctx context.Context, name string, o Options) (*Running, error) {
 		r.done <- errors.Join(err, herr)
 	}()
 	return r, nil
+}
+
+// DrainTimeout bounds how long a stopping stage lets in-flight work finish: the longest event (a git fetch under
+// gitTimeout, source.DefaultGitTimeout when 0, then one call under the connection's RPC timeout) and a margin. The
+// Platform gives stage pods a termination grace period above it (platform.TerminationGracePeriod).
+func DrainTimeout(c stage.Connection, gitTimeout time.Duration) time.Duration {
+	if gitTimeout <= 0 {
+		gitTimeout = source.DefaultGitTimeout
+	}
+	return c.WithDefaults().RPCTimeout + gitTimeout + 30*time.Second
 }
 
 // ensureTracerProvider installs an SDK tracer provider without exporter when the global one is a no-op: event IDs

@@ -17,7 +17,7 @@ import (
 )
 
 // FinalizerPrune holds a deleted source target until what it deployed is pruned.
-const FinalizerPrune = "katastroma.org/prune-on-delete"
+const FinalizerPrune = pipeline.FinalizerPrune
 
 // AnnotationOrphanOnDelete set to "true" on a source target leaves what it deployed in place when it is deleted.
 const AnnotationOrphanOnDelete = "katastroma.org/orphan-on-delete"
@@ -81,7 +81,7 @@ func (h *Handler) deletions(ctx context.Context, targets []corev1.ConfigMap, now
 			h.rec.mu.Lock()
 			h.rec.deleting[cm.Namespace+"/"+cm.Name] = now
 			h.rec.mu.Unlock()
-			err = h.startTargetEvent(ctx, cm, EventDelete, true)
+			err = h.startTargetEvent(ctx, cm, EventDelete, cm.Annotations[pipeline.AnnotationDeployed], "", true)
 		}
 		if err != nil {
 			logger.Info("source target deletion step failed", "sourceTarget", cm.Namespace+"/"+cm.Name, "error", err.Error())

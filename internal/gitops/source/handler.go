@@ -63,6 +63,11 @@ type Handler struct {
 	BeforeStream func(t Target, leaseID string)
 	// GitTimeout bounds each git fetch and ref listing (0: DefaultGitTimeout).
 	GitTimeout time.Duration
+	// MaxFetches bounds the git fetches running at once (0: DefaultMaxFetches); see fetch.go.
+	MaxFetches int
+
+	// fetches shares in-flight fetches of one commit between targets.
+	fetches fetchGroup
 
 	// rec tracks the periodic reconciles (Reconcile).
 	rec reconciler
@@ -78,6 +83,21 @@ func (h *Handler) Start(ctx context.Context) { h.base = ctx }
 // Wait blocks until every in-flight event finished (graceful drain).
 func (h *Handler) Wait() { h.inflight.Wait() }
 
+// WaitFor waits like Wait for at most d and reports whether every event finished. An event cut off then keeps its
+// lease until it goes stale, and pharos's crash detection replays it.
+func (h *Handler) WaitFor(d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { h.inflight.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
 func (h *Handler) baseCtx() context.Context {
 	if h.base == nil {
 		return context.Background()
@@ -90,9 +110,11 @@ func tracer() trace.Tracer { return otel.Tracer(stage.TracerName) }
 // TargetFromConfigMap reads a source target ConfigMap.
 func TargetFromConfigMap(cm *corev1.ConfigMap) (Target, error) {
 	t := Target{Namespace: cm.Namespace, Name: cm.Name, RepoURL: cm.Data["repo-url"], Ref: cm.Data["ref"],
-		Path: cm.Data["path"], Overrides: cm.Data["overrides"],
+		Path: cm.Data["path"], Overrides: cm.Data["overrides"], HelmHooks: cm.Data["helm-hooks"],
+		VerifyTimeout:    cm.Data["verify-timeout"],
 		CredentialSecret: cm.Annotations[pipeline.AnnotationCredentials],
 		Offboard:         cm.Annotations[pipeline.AnnotationOffboard] == "true",
+		Inputs:           decodeInputs(cm.Annotations[AnnotationRenderInputs]),
 		LeaseID:          cm.Annotations[pipeline.AnnotationLeaseID]}
 	if !cm.DeletionTimestamp.IsZero() {
 		// A deleted target only runs the offboarding of its deletion (deletion.go): a push, retrieve or replay
@@ -172,12 +194,13 @@ func startTarget(ctx context.Context, t Target) (context.Context, trace.Span, st
 	return ctx, span, span.SpanContext().SpanID().String()
 }
 
-// newJob starts a target span and takes the lease for a new event (webhook or manual).
-func (h *Handler) newJob(ctx context.Context, t Target, commit string) (*job, error) {
+// newJob starts a target span in ctx (the event's, which the job runs in) and takes the lease for a new event
+// (webhook or manual) within lctx.
+func (h *Handler) newJob(ctx, lctx context.Context, t Target, commit string) (*job, error) {
 	ctx, span, leaseID := startTarget(ctx, t)
 	eventID := span.SpanContext().TraceID().String()
 	key := types.NamespacedName{Namespace: t.Namespace, Name: t.Name}
-	if err := AcquireNew(ctx, h.Client, key, leaseID, eventID, commit); err != nil {
+	if err := AcquireNew(lctx, h.Client, key, leaseID, eventID, commit); err != nil {
 		err = fmt.Errorf("taking the lease: %w", err)
 		stage.End(span, err)
 		return nil, err
@@ -191,6 +214,11 @@ func (h *Handler) runEvent(span trace.Span, jobs []*job, preErr error) {
 	errs := []error{preErr}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	for _, j := range jobs {
+		if !j.target.Offboard {
+			h.expectFetch(j.target, j.commit)
+		}
+	}
 	for _, j := range jobs {
 		wg.Go(func() {
 			if err := h.process(j); err != nil {
@@ -210,7 +238,8 @@ func (h *Handler) process(j *job) (err error) {
 	ctx, t := j.ctx, j.target
 	key := types.NamespacedName{Namespace: t.Namespace, Name: t.Name}
 	result := ResultFailed
-	// notes are annotations recorded on the source target with the result (only after the pipeline answered).
+	// notes are annotations recorded on the source target with the result: the render inputs once the commit is
+	// read, the render warnings once the pipeline answered, the last error.
 	var notes map[string]string
 	defer func() {
 		// Abandoned before streaming or superseded inside a stage: a newer event holds the lease and does the
@@ -224,6 +253,10 @@ func (h *Handler) process(j *job) (err error) {
 		if err == nil {
 			result = ResultSucceeded
 		}
+		if notes == nil {
+			notes = map[string]string{}
+		}
+		notes[AnnotationLastError] = lastError(err)
 		if rerr := Release(context.WithoutCancel(ctx), h.Client, key, j.leaseID, result, notes); rerr != nil && err == nil {
 			err = fmt.Errorf("releasing the lease: %w", rerr)
 		}
@@ -232,11 +265,14 @@ func (h *Handler) process(j *job) (err error) {
 	var chunks []*katastromav1.Chunk
 	var targetPath string
 	if !t.Offboard {
+		// runEvent announced this target's fetch; the commit is freed once every target of it shipped.
+		release := sync.OnceFunc(func() { h.releaseFetch(t, j.commit) })
+		defer release()
 		auth, err := h.auth(ctx, t)
 		if err != nil {
 			return err
 		}
-		commit, err := h.fetchCommit(ctx, t, j.commit, auth)
+		commit, err := h.sharedFetch(ctx, t, j.commit, auth)
 		if err != nil {
 			return err
 		}
@@ -248,7 +284,9 @@ func (h *Handler) process(j *job) (err error) {
 		if err != nil {
 			return err
 		}
+		release()
 		chunks, targetPath = pipeline.Chunks(sub.Tar), sub.Target
+		notes = map[string]string{AnnotationRenderInputs: encodeInputs(sub.Inputs)}
 		j.span.SetAttributes(attribute.Int("source.files", sub.Files), attribute.Int("source.tar_bytes", len(sub.Tar)),
 			attribute.String("source.subtree", sub.Root))
 	}
@@ -275,14 +313,41 @@ func (h *Handler) process(j *job) (err error) {
 	if targetPath != "" {
 		sctx = metadata.AppendToOutgoingContext(sctx, pipeline.MDTargetPath, targetPath)
 	}
+	if t.HelmHooks != "" {
+		sctx = metadata.AppendToOutgoingContext(sctx, pipeline.MDHelmHooks, t.HelmHooks)
+	}
+	if t.VerifyTimeout != "" {
+		sctx = metadata.AppendToOutgoingContext(sctx, pipeline.MDVerifyTimeout, t.VerifyTimeout)
+	}
 	sum, err := stage.Forward(sctx, h.Renderer.Render, chunks)
 	if err != nil {
 		return fmt.Errorf("pipeline: %w", err)
 	}
-	notes = map[string]string{pipeline.AnnotationRenderWarnings: renderWarnings(j.commit, sum)}
+	if notes == nil {
+		notes = map[string]string{}
+	}
+	notes[pipeline.AnnotationRenderWarnings] = renderWarnings(j.commit, sum)
 	stage.CountObject(ctx, StageName, ActionTargets, 1)
 	j.span.SetAttributes(attribute.Int("rendered", int(sum.GetObjects())))
 	return nil
+}
+
+// AnnotationLastError is, on a source target, why its last event failed (removed when one succeeds): what the
+// tenant reads next to last-result without searching the traces.
+const AnnotationLastError = "katastroma.org/last-error"
+
+// maxLastError bounds the error kept on the source target.
+const maxLastError = 1024
+
+func lastError(err error) string {
+	if err == nil {
+		return ""
+	}
+	msg := err.Error()
+	if len(msg) > maxLastError {
+		msg = msg[:maxLastError] + "…"
+	}
+	return msg
 }
 
 // fetchCommit fetches a target's commit under the git timeout.

@@ -3,6 +3,7 @@
 package source
 
 import (
+	"encoding/json"
 	"net/url"
 	"path"
 	"strings"
@@ -67,12 +68,42 @@ func UnderPath(dir, file string) bool {
 
 // Target is a source target as registered in its ConfigMap.
 type Target struct {
-	Namespace, Name     string
-	RepoURL, Ref, Path  string
-	Overrides           string
+	Namespace, Name    string
+	RepoURL, Ref, Path string
+	Overrides          string
+	// HelmHooks is data.helm-hooks, the renderer's hook policy (renderer.DataHelmHooks).
+	HelmHooks string
+	// VerifyTimeout is data.verify-timeout, the provisioner's health verify timeout for this target.
+	VerifyTimeout       string
 	CredentialSecret    string
 	Offboard            bool
 	LeaseID, LeaseStart string
+	// Inputs are the paths outside Path the target's last render read (AnnotationRenderInputs): an overlay's
+	// bases and components.
+	Inputs []string
+}
+
+// AnnotationRenderInputs lists (JSON), on a source target, the directories and files outside its path that its
+// last render read, written by the source handler with each event's result; a push changing one of them matches
+// the target. Absent when the render reads only the target's path.
+const AnnotationRenderInputs = "katastroma.org/render-inputs"
+
+func encodeInputs(inputs []string) string {
+	if len(inputs) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(inputs)
+	return string(b)
+}
+
+// decodeInputs reads AnnotationRenderInputs; a value that is not a JSON list of strings counts as none (the target
+// then matches by its path alone until its next event rewrites it).
+func decodeInputs(v string) []string {
+	var out []string
+	if v == "" || json.Unmarshal([]byte(v), &out) != nil {
+		return nil
+	}
+	return out
 }
 
 // Push is the part of a GitHub push event the handler uses.
@@ -87,7 +118,7 @@ type Push struct {
 }
 
 // Matches reports whether a push concerns a target: same repository (any URL form), same ref, and a changed file
-// under the target path. A force-push or a push without file lists (a new branch, a rollback) is matched by
+// under the target path or under a path its last render read outside it (Inputs: a kustomize base, a component). A force-push or a push without file lists (a new branch, a rollback) is matched by
 // repository and ref alone: the target is re-evaluated against the new head, and an unchanged render writes
 // nothing.
 func (t Target) Matches(p Push) bool {
@@ -111,6 +142,11 @@ func (t Target) Matches(p Push) bool {
 	for _, f := range p.Files {
 		if UnderPath(t.Path, f) {
 			return true
+		}
+		for _, in := range t.Inputs {
+			if UnderPath(in, f) {
+				return true
+			}
 		}
 	}
 	return false

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 )
 
 func TestNormalizeRepoURL(t *testing.T) {
@@ -66,6 +67,19 @@ func TestMatches(t *testing.T) {
 		{"force-push matched by ref", func(_ *Target, p *Push) { p.Forced = true; p.Files = []string{"deploy2/a.yaml"} }, true},
 		{"push without file lists matched by ref", func(_ *Target, p *Push) { p.Files = nil }, true},
 		{"force-push to another ref", func(_ *Target, p *Push) { p.Forced = true; p.Ref = "refs/heads/dev" }, false},
+		// An overlay's render reads its base: a push changing only the base concerns it.
+		{"change to a base the last render read", func(t *Target, p *Push) {
+			t.Path, t.Inputs = "envs/prod", []string{"base", "components/tls"}
+			p.Files = []string{"base/cm.yaml"}
+		}, true},
+		{"change to a file input", func(t *Target, p *Push) {
+			t.Path, t.Inputs = "envs/prod", []string{"shared/cm.yaml"}
+			p.Files = []string{"shared/cm.yaml"}
+		}, true},
+		{"change beside the inputs", func(t *Target, p *Push) {
+			t.Path, t.Inputs = "envs/prod", []string{"base"}
+			p.Files = []string{"base2/cm.yaml", "envs/dev/x.yaml"}
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tg, p := target, push
@@ -97,4 +111,17 @@ func TestParsePushForced(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(p.Forced).To(BeTrue())
 	g.Expect(p.Files).To(BeEmpty())
+}
+
+func TestRenderInputsRoundTrip(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(encodeInputs(nil)).To(BeEmpty(), "no annotation when the render reads only the target path")
+	v := encodeInputs([]string{"base", "components/tls"})
+	g.Expect(decodeInputs(v)).To(Equal([]string{"base", "components/tls"}))
+	g.Expect(decodeInputs("not json")).To(BeNil())
+	cm := &corev1.ConfigMap{Data: map[string]string{"repo-url": "u", "ref": "main", "path": "envs/prod"}}
+	cm.Annotations = map[string]string{AnnotationRenderInputs: v}
+	tg, err := TargetFromConfigMap(cm)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(tg.Inputs).To(Equal([]string{"base", "components/tls"}))
 }

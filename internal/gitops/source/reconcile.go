@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"sync"
 	"time"
 
@@ -40,6 +41,25 @@ func ReconcileInterval(cm *corev1.ConfigMap) (time.Duration, error) {
 	return d, nil
 }
 
+// Annotations of the periodic poll.
+const (
+	// AnnotationSuspend set to "true" on a source target stops its polls, periodic reconciles and webhook events
+	// (a Retrieve still runs it by hand), as Flux's spec.suspend does.
+	AnnotationSuspend = "katastroma.org/suspend"
+	// AnnotationReconcileRequested set to any new value (a timestamp, as `flux reconcile` writes) asks for a poll
+	// now, whatever the interval; the event that answers copies it to AnnotationReconcileHandled.
+	AnnotationReconcileRequested = "katastroma.org/reconcile-requested-at"
+	AnnotationReconcileHandled   = "katastroma.org/reconcile-handled-at"
+	// AnnotationHeadSeen is the head of the ref the last poll saw (written with the lease of the event it started).
+	AnnotationHeadSeen = "katastroma.org/head-commit"
+)
+
+// EventPoll is a periodic event that found the head of the ref ahead of the deployed commit and deploys it.
+const EventPoll = "poll"
+
+// pollWorkers bounds the ref listings one tick runs at once.
+const pollWorkers = 4
+
 // reconciler remembers when each source target last ran, in memory: after a restart every target waits one
 // interval, so a restart does not start every target at once.
 type reconciler struct {
@@ -49,9 +69,11 @@ type reconciler struct {
 	deleting map[string]time.Time
 }
 
-// Reconcile re-runs, every tick, the source targets whose interval passed since this handler last saw them run:
-// each re-deploys the commit its inventory records (deployed-commit), which lets the provisioner repair drift.
-// A target with an active lease is left to that event; one never deployed is skipped. It returns when ctx ends.
+// Reconcile polls, every tick, the source targets whose interval passed since this handler last saw them run: it
+// lists the head of each target's ref (once per repository, credential and tick, under the git timeout) and runs
+// the target at that head, which deploys a commit whose webhook was lost or failed, and otherwise re-applies the
+// deployed commit so the provisioner repairs drift. A target with an active lease is left to that event. It
+// returns when ctx ends.
 func (h *Handler) Reconcile(ctx context.Context, tick time.Duration) {
 	t := time.NewTicker(tick)
 	defer t.Stop()
@@ -63,6 +85,25 @@ func (h *Handler) Reconcile(ctx context.Context, tick time.Duration) {
 			h.reconcileDue(ctx, time.Now())
 		}
 	}
+}
+
+// jitter spreads the polls of targets sharing an interval over its first tenth, the same for a target on every
+// tick and every replica (a hash of its key), so a thousand targets registered together do not poll together.
+func jitter(key string, interval time.Duration) time.Duration {
+	if interval < 10*time.Second {
+		return 0
+	}
+	f := fnv.New32a()
+	_, _ = f.Write([]byte(key))
+	return time.Duration(uint64(f.Sum32()) % uint64(interval/10))
+}
+
+// pollDue decides whether a target is due for its poll at now, given when this handler last ran it.
+func pollDue(cm *corev1.ConfigMap, interval time.Duration, last time.Time, now time.Time) bool {
+	if r := cm.Annotations[AnnotationReconcileRequested]; r != "" && r != cm.Annotations[AnnotationReconcileHandled] {
+		return true
+	}
+	return interval > 0 && now.Sub(last) >= interval+jitter(cm.Namespace+"/"+cm.Name, interval)
 }
 
 func (h *Handler) reconcileDue(ctx context.Context, now time.Time) {
@@ -83,8 +124,8 @@ func (h *Handler) reconcileDue(ctx context.Context, now time.Time) {
 	for i := range l.Items {
 		cm := &l.Items[i]
 		key := cm.Namespace + "/" + cm.Name
-		if !cm.DeletionTimestamp.IsZero() {
-			continue // deletion.go prunes it instead
+		if !cm.DeletionTimestamp.IsZero() || cm.Annotations[AnnotationSuspend] == "true" {
+			continue // deletion.go prunes a deleted one instead
 		}
 		interval, err := ReconcileInterval(cm)
 		if err != nil {
@@ -95,29 +136,106 @@ func (h *Handler) reconcileDue(ctx context.Context, now time.Time) {
 		switch {
 		case !seen || h.Lease.Active(cm, now):
 			h.rec.last[key] = now
-		case interval > 0 && now.Sub(last) >= interval && cm.Annotations[pipeline.AnnotationDeployed] != "":
+		case pollDue(cm, interval, last, now):
 			h.rec.last[key] = now
 			due = append(due, cm)
 		}
 	}
 	h.rec.mu.Unlock()
+	heads := h.pollHeads(ctx, due)
 	for _, cm := range due {
-		if err := h.startTargetEvent(ctx, cm, EventReconcile, false); err != nil {
-			logger.Info("periodic reconcile not started", "sourceTarget", cm.Namespace+"/"+cm.Name, "reason", err.Error())
+		key := cm.Namespace + "/" + cm.Name
+		head := heads[key]
+		commit, kind := reconcileCommit(cm, head.sha)
+		if head.err != nil {
+			logger.Info("polling the head of the ref failed", "sourceTarget", key, "error", head.err.Error(),
+				"fallback", commit)
+		}
+		if commit == "" {
+			continue
+		}
+		if err := h.startTargetEvent(ctx, cm, kind, commit, head.sha, false); err != nil {
+			logger.Info("periodic reconcile not started", "sourceTarget", key, "reason", err.Error())
 		}
 	}
 }
 
+// reconcileCommit chooses what a due target runs: the head of its ref when the poll read it (a poll when it is
+// not the deployed commit, a drift reconcile when it is). Without a head it completes the latest event's commit
+// when that one did not deploy (a failed or crashed push), and otherwise re-applies the deployed commit: never a
+// commit older than the latest one attempted, so a failed push is not reverted and recorded as a success. ""
+// means nothing to run (never deployed, and the head unknown).
+func reconcileCommit(cm *corev1.ConfigMap, head string) (commit, kind string) {
+	deployed := cm.Annotations[pipeline.AnnotationDeployed]
+	switch latest := cm.Annotations[pipeline.AnnotationEventCommit]; {
+	case head != "" && head == deployed:
+		return head, EventReconcile
+	case head != "":
+		return head, EventPoll
+	case latest != "" && latest != deployed:
+		return latest, EventReconcile
+	}
+	return deployed, EventReconcile
+}
+
+// headResult is the outcome of one target's ref listing.
+type headResult struct {
+	sha string
+	err error
+}
+
+// pollHeads lists the head of every due target's ref: one listing per repository, credential Secret and
+// namespace per tick (targets of a monorepo share it), at most pollWorkers at once, each under the git timeout.
+func (h *Handler) pollHeads(ctx context.Context, due []*corev1.ConfigMap) map[string]headResult {
+	type repoKey struct{ namespace, secret, repo, ref string }
+	byRepo := map[repoKey][]string{}
+	targets := map[repoKey]Target{}
+	out := map[string]headResult{}
+	for _, cm := range due {
+		t, err := TargetFromConfigMap(cm)
+		if err != nil {
+			out[cm.Namespace+"/"+cm.Name] = headResult{err: err}
+			continue
+		}
+		k := repoKey{t.Namespace, t.CredentialSecret, NormalizeRepoURL(t.RepoURL), NormalizeRef(t.Ref)}
+		byRepo[k] = append(byRepo[k], t.Namespace+"/"+t.Name)
+		targets[k] = t
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, pollWorkers)
+	for k, keys := range byRepo {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			t := targets[k]
+			var r headResult
+			auth, err := h.auth(ctx, t)
+			if err == nil {
+				r.sha, err = h.resolveRef(ctx, t, auth)
+			}
+			r.err = err
+			mu.Lock()
+			defer mu.Unlock()
+			for _, key := range keys {
+				out[key] = r
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
 // startTargetEvent takes the lease of an idle target (a concurrent event makes the update conflict and wins)
-// and runs its deployed commit as a new event of kind: a periodic reconcile, or the offboarding of a deleted
-// target (offboard: no clone, an empty desired set, the pruner removes everything its inventory lists).
-func (h *Handler) startTargetEvent(ctx context.Context, cm *corev1.ConfigMap, kind string, offboard bool) error {
+// and runs commit as a new event of kind: a poll or periodic reconcile, or the offboarding of a deleted target
+// (offboard: no clone, an empty desired set, the pruner removes everything its inventory lists). head, when
+// known, is recorded as the head the poll saw.
+func (h *Handler) startTargetEvent(ctx context.Context, cm *corev1.ConfigMap, kind, commit, head string, offboard bool) error {
 	t, err := TargetFromConfigMap(cm)
 	if err != nil && !offboard {
 		return err
 	}
 	t.Offboard = t.Offboard || offboard
-	commit := cm.Annotations[pipeline.AnnotationDeployed]
 	attrs := []attribute.KeyValue{attribute.String("commit", commit)}
 	if offboard {
 		attrs = deletionEventAttrs(cm)
@@ -134,6 +252,12 @@ func (h *Handler) startTargetEvent(ctx context.Context, cm *corev1.ConfigMap, ki
 	cm.Annotations[pipeline.AnnotationEventID] = eventID
 	cm.Annotations[pipeline.AnnotationEventCommit] = commit
 	cm.Annotations[pipeline.AnnotationReplayCount] = "0"
+	if head != "" {
+		cm.Annotations[AnnotationHeadSeen] = head
+	}
+	if r := cm.Annotations[AnnotationReconcileRequested]; r != "" {
+		cm.Annotations[AnnotationReconcileHandled] = r
+	}
 	delete(cm.Annotations, pipeline.AnnotationResult)
 	if err := h.Client.Update(ctx, cm); err != nil {
 		if apierrors.IsConflict(err) {

@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/quartet-dev/quartet-operator/internal/gitops/renderer"
 )
 
 // Registration is what a tenant sends to register (or replace) a source target.
@@ -15,6 +18,12 @@ type Registration struct {
 	Ref       string `json:"ref"`
 	Path      string `json:"path"`
 	Overrides string `json:"overrides,omitempty"`
+	// HelmHooks is data.helm-hooks: "refuse" (the default) or "skip".
+	HelmHooks string `json:"helmHooks,omitempty"`
+	// ReconcileInterval is data.reconcile-interval, the poll interval (a Go duration; "0" turns polls off).
+	ReconcileInterval string `json:"reconcileInterval,omitempty"`
+	// VerifyTimeout is data.verify-timeout, this target's health verify timeout.
+	VerifyTimeout string `json:"verifyTimeout,omitempty"`
 	// Credentials, when set, are stored in the Secret <name>-credentials and referenced from the target.
 	Credentials *Credentials `json:"credentials,omitempty"`
 }
@@ -63,6 +72,22 @@ func ValidateRegistration(name string, r *Registration) field.ErrorList {
 	}
 	if strings.HasPrefix(strings.TrimSpace(r.Path), "/") || strings.Contains("/"+r.Path+"/", "/../") {
 		errs = append(errs, field.Invalid(field.NewPath("path"), r.Path, "a relative path inside the repository"))
+	}
+	switch r.HelmHooks {
+	case "", renderer.HooksRefuse, renderer.HooksSkip:
+	default:
+		errs = append(errs, field.NotSupported(field.NewPath("helmHooks"), r.HelmHooks,
+			[]string{renderer.HooksRefuse, renderer.HooksSkip}))
+	}
+	if v := r.ReconcileInterval; v != "" {
+		if d, err := time.ParseDuration(v); err != nil || d < 0 {
+			errs = append(errs, field.Invalid(field.NewPath("reconcileInterval"), v, "a non-negative Go duration (0 turns polls off)"))
+		}
+	}
+	if v := r.VerifyTimeout; v != "" {
+		if d, err := time.ParseDuration(v); err != nil || d < 0 {
+			errs = append(errs, field.Invalid(field.NewPath("verifyTimeout"), v, "a non-negative Go duration (0 turns the verify off)"))
+		}
 	}
 	if c := r.Credentials; c != nil {
 		p := field.NewPath("credentials")

@@ -21,6 +21,7 @@ import (
 
 	gitopsv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gitops/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/pipeline"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/renderer"
 )
 
 // RegisteredTarget is one source target as the registration API lists it.
@@ -32,6 +33,12 @@ type RegisteredTarget struct {
 	CredentialSecret string `json:"credentialSecret,omitempty"`
 	LastResult       string `json:"lastResult,omitempty"`
 	EventID          string `json:"eventID,omitempty"`
+	// DeployedCommit is the commit the inventory records; HeadCommit the head of the ref the last poll saw. When
+	// they differ the target is behind git (LastResult says whether its last event failed).
+	DeployedCommit string `json:"deployedCommit,omitempty"`
+	HeadCommit     string `json:"headCommit,omitempty"`
+	Suspended      bool   `json:"suspended,omitempty"`
+	LastError      string `json:"lastError,omitempty"`
 }
 
 const maxRegistrationBody = 1 << 20
@@ -160,7 +167,10 @@ func (h *Handler) listTargets(w http.ResponseWriter, r *http.Request) {
 	for _, cm := range cms {
 		out = append(out, RegisteredTarget{Name: cm.Name, RepoURL: cm.Data["repo-url"], Ref: cm.Data["ref"],
 			Path: cm.Data["path"], CredentialSecret: cm.Annotations[pipeline.AnnotationCredentials],
-			LastResult: cm.Annotations[pipeline.AnnotationResult], EventID: cm.Annotations[pipeline.AnnotationEventID]})
+			LastResult: cm.Annotations[pipeline.AnnotationResult], EventID: cm.Annotations[pipeline.AnnotationEventID],
+			DeployedCommit: cm.Annotations[pipeline.AnnotationDeployed], HeadCommit: cm.Annotations[AnnotationHeadSeen],
+			Suspended: cm.Annotations[AnnotationSuspend] == "true",
+			LastError: cm.Annotations[AnnotationLastError]})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"items": out})
@@ -214,6 +224,15 @@ func (h *Handler) putTarget(w http.ResponseWriter, r *http.Request) {
 		cm.Data = map[string]string{"repo-url": reg.RepoURL, "ref": reg.Ref, "path": reg.Path}
 		if reg.Overrides != "" {
 			cm.Data["overrides"] = reg.Overrides
+		}
+		if reg.HelmHooks != "" {
+			cm.Data[renderer.DataHelmHooks] = reg.HelmHooks
+		}
+		if reg.ReconcileInterval != "" {
+			cm.Data[DataReconcileInterval] = reg.ReconcileInterval
+		}
+		if reg.VerifyTimeout != "" {
+			cm.Data["verify-timeout"] = reg.VerifyTimeout
 		}
 		if cm.Annotations == nil {
 			cm.Annotations = map[string]string{}

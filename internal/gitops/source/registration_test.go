@@ -34,6 +34,11 @@ func TestValidateRegistration(t *testing.T) {
 		"ssh without known hosts": {"web", func(r *Registration) {
 			r.Credentials = &Credentials{Type: CredSSHKey, PrivateKey: "k"}
 		}, []string{"credentials.knownHosts: Required value"}},
+		"hooks skipped":      {"web", func(r *Registration) { r.HelmHooks = "skip" }, nil},
+		"unknown hooks":      {"web", func(r *Registration) { r.HelmHooks = "run" }, []string{"helmHooks: Unsupported value"}},
+		"poll interval":      {"web", func(r *Registration) { r.ReconcileInterval = "1m" }, nil},
+		"bad verify timeout": {"web", func(r *Registration) { r.VerifyTimeout = "x" }, []string{"verifyTimeout: Invalid value"}},
+		"bad poll interval":  {"web", func(r *Registration) { r.ReconcileInterval = "-1m" }, []string{"reconcileInterval: Invalid value"}},
 		"basic auth": {"web", func(r *Registration) {
 			r.Credentials = &Credentials{Type: CredBasicAuth, Username: "u", Password: "p"}
 		}, nil},

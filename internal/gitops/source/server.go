@@ -30,8 +30,6 @@ func contextWith(life, spanCtx context.Context) context.Context {
 	return trace.ContextWithSpan(life, trace.SpanFromContext(spanCtx))
 }
 
-func joinErrs(errs []error) error { return errors.Join(errs...) }
-
 // Retrieve starts a manual event for one source target at the current commit of its ref.
 func (s *Server) Retrieve(ctx context.Context, req *katastromav1.RetrieveRequest) (*katastromav1.RetrieveResponse, error) {
 	h := s.Handler
@@ -56,7 +54,7 @@ func (s *Server) Retrieve(ctx context.Context, req *katastromav1.RetrieveRequest
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}
 	ectx, span := startEvent(EventManual, h.Tenant(ctx, t.Namespace))
-	j, err := h.newJob(contextWith(h.baseCtx(), ectx), t, sha)
+	j, err := h.newJob(contextWith(h.baseCtx(), ectx), ctx, t, sha)
 	if err != nil {
 		stage.End(span, err)
 		return nil, status.Error(codes.Aborted, err.Error())

@@ -20,6 +20,9 @@ type Subtree struct {
 	Root string
 	// Target is the target path relative to Root ("" when Root is the target path); sent as MDTargetPath.
 	Target string
+	// Inputs are the directories and files outside the target path its kustomizations reach (bases,
+	// components, …): a push changing one of them concerns the target (Target.Matches).
+	Inputs []string
 	Files  int
 	Bytes  int64
 }
@@ -66,7 +69,7 @@ func ShipSubtree(c *object.Commit, name, dir string, lim pipeline.Limits) (*Subt
 			return nil, fmt.Errorf("path %q at %s: %w", dir, c.Hash, err)
 		}
 	}
-	root, err := pipeline.EnclosingRoot(gitTree{tree}, dir)
+	root, inputs, err := pipeline.RenderInputs(gitTree{tree}, dir)
 	if err != nil {
 		return nil, fmt.Errorf("source target %s at %s: %w", name, c.Hash, err)
 	}
@@ -76,7 +79,7 @@ func ShipSubtree(c *object.Commit, name, dir string, lim pipeline.Limits) (*Subt
 			return nil, fmt.Errorf("path %q at %s: %w", root, c.Hash, err)
 		}
 	}
-	st := &Subtree{Root: root, Target: pipeline.RelPath(root, dir)}
+	st := &Subtree{Root: root, Target: pipeline.RelPath(root, dir), Inputs: inputs}
 	files := map[string][]byte{}
 	err = sub.Files().ForEach(func(f *object.File) error {
 		if !f.Mode.IsFile() {

@@ -1,15 +1,22 @@
 package source
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/quartet-dev/quartet-operator/internal/gitops/stage"
 )
 
 // Webhook Secret: in the namespace of the URL, holding the shared HMAC secret.
@@ -36,7 +43,8 @@ func (h *Handler) Mux() *http.ServeMux {
 
 // ServeWebhook handles a GitHub push: 404 without the namespace's webhook Secret, 401 on a bad signature, 400 on
 // an unparsable payload, 200 for events it ignores (not a push, a deleted branch, no matching source target) and
-// 202 with the event ID once the matching targets are leased asynchronously.
+// 202 with the event ID once every matching target is leased for the event (503 naming the targets whose lease
+// could not be taken; those that were leased still run). Cloning and streaming run asynchronously.
 func (h *Handler) ServeWebhook(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	log := logf.FromContext(ctx).WithName("webhook")
@@ -86,6 +94,9 @@ func (h *Handler) ServeWebhook(w http.ResponseWriter, r *http.Request) {
 			log.Info("skipping an invalid source target", "error", err.Error())
 			continue
 		}
+		if cms[i].Annotations[AnnotationSuspend] == "true" {
+			continue
+		}
 		if t.Matches(push) {
 			targets = append(targets, t)
 		}
@@ -98,21 +109,60 @@ func (h *Handler) ServeWebhook(w http.ResponseWriter, r *http.Request) {
 		attribute.String("github.delivery_id", r.Header.Get("X-GitHub-Delivery")),
 		attribute.String("github.head_commit", push.After))
 	eventID := span.SpanContext().TraceID().String()
-	h.inflight.Add(1)
-	go func() {
-		defer h.inflight.Done()
-		ectx := contextWith(h.baseCtx(), ectx)
-		var jobs []*job
-		var errs []error
-		for _, t := range targets {
-			j, err := h.newJob(ectx, t, push.After)
+	// The leases are taken before the answer: each records this event and its commit on its target, so once
+	// GitHub has its 202 (and will not deliver again) a crash loses nothing: Replay finds the targets by the
+	// event ID and pharos's crash detection replays them. A lease not taken is not accepted.
+	jobs, lerr := h.leaseAll(contextWith(h.baseCtx(), ectx), targets, push.After)
+	if len(jobs) > 0 {
+		h.inflight.Add(1)
+		go func() {
+			defer h.inflight.Done()
+			h.runEvent(span, jobs, lerr)
+		}()
+	} else {
+		stage.End(span, lerr)
+	}
+	if lerr != nil {
+		log.Error(lerr, "taking the leases of a push", "namespace", ns, "event", eventID)
+		reply(w, http.StatusServiceUnavailable, map[string]any{"event_id": eventID, "source_targets": len(jobs),
+			"error": "taking the leases: " + lerr.Error()})
+		return
+	}
+	reply(w, http.StatusAccepted, map[string]any{"event_id": eventID, "source_targets": len(targets)})
+}
+
+// leaseWorkers bounds the lease updates one push makes at once.
+const leaseWorkers = 8
+
+// leaseTimeout bounds taking the leases of one push, which the sender waits for (GitHub gives up after 10s).
+const leaseTimeout = 8 * time.Second
+
+// leaseAll starts a target span and takes the lease for each target (leaseWorkers at once, within leaseTimeout)
+// and returns the jobs leased and the failures, each naming its target.
+func (h *Handler) leaseAll(ctx context.Context, targets []Target, commit string) ([]*job, error) {
+	lctx, cancel := context.WithTimeout(ctx, leaseTimeout)
+	defer cancel()
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		jobs []*job
+		errs []error
+	)
+	sem := make(chan struct{}, leaseWorkers)
+	for _, t := range targets {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			j, err := h.newJob(ctx, lctx, t, commit)
+			mu.Lock()
+			defer mu.Unlock()
 			if err != nil {
-				errs = append(errs, err)
-				continue
+				errs = append(errs, fmt.Errorf("%s/%s: %w", t.Namespace, t.Name, err))
+				return
 			}
 			jobs = append(jobs, j)
-		}
-		h.runEvent(span, jobs, joinErrs(errs))
-	}()
-	reply(w, http.StatusAccepted, map[string]any{"event_id": eventID, "source_targets": len(targets)})
+		})
+	}
+	wg.Wait()
+	return jobs, errors.Join(errs...)
 }

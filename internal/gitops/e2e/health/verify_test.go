@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"google.golang.org/grpc/metadata"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -86,6 +87,12 @@ spec:
 // the provisioner span and the call's error. A callTimeout above zero is the call's deadline, as the source
 // handler's --rpc-timeout sets one.
 func provision(t *testing.T, verifyTimeout, callTimeout time.Duration, manifests ...string) (string, tracetest.SpanStub, error) {
+	return provisionWith(t, verifyTimeout, callTimeout, nil, manifests...)
+}
+
+// provisionWith is provision with gRPC metadata the source handler would send (e.g. the target's verify timeout).
+func provisionWith(t *testing.T, verifyTimeout, callTimeout time.Duration, md map[string]string,
+	manifests ...string) (string, tracetest.SpanStub, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	ns := "tenant-" + rand.String(6)
@@ -122,6 +129,9 @@ func provision(t *testing.T, verifyTimeout, callTimeout time.Duration, manifests
 	cctx, err := pipeline.WithContext(ctx, pipeline.Context{Tenant: "team", Namespace: ns, SourceTarget: "web",
 		Commit: "c1", LeaseID: leaseID, EventID: rand.String(8)})
 	Expect(err).NotTo(HaveOccurred())
+	for k, v := range md {
+		cctx = metadata.AppendToOutgoingContext(cctx, k, v)
+	}
 	// The call's own trace identifies its provisioner span.
 	cctx, call := otel.Tracer("health-test").Start(cctx, "call")
 	if callTimeout > 0 {
@@ -223,6 +233,15 @@ func TestVerifyFailsNamingTheObject(t *testing.T) {
 			ContainSubstring("Deployment "+ns+"/slow InProgress: "))))
 		Expect(span.Status.Code).To(Equal(codes.Error))
 		Expect(verifies("timed-out")).To(Equal(timedOut + 1))
+	})
+	// A source target's data.verify-timeout (sent as metadata) overrides the stage's --verify-timeout, both ways:
+	// a slow rollout gets longer, a quick one less.
+	t.Run("the target's verify timeout", func(t *testing.T) {
+		RegisterTestingT(t)
+		ns, _, err := provisionWith(t, time.Minute, 0, map[string]string{pipeline.MDVerifyTimeout: "2s"},
+			deployment("target", "", unschedulable))
+		Expect(err).To(MatchError(And(ContainSubstring("verify: 1 of 1 objects not healthy after 2s"),
+			ContainSubstring("Deployment "+ns+"/target InProgress: "))))
 	})
 	// The verify runs inside the call, whose deadline fetching, rendering and applying already used part of: when
 	// that deadline comes before the verify timeout, the verify still times out naming the unhealthy object (and
