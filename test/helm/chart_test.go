@@ -3,7 +3,6 @@ package helm
 import (
 	"context"
 	"fmt"
-	"github.com/quartet-dev/quartet-operator/internal/operator"
 	"maps"
 	"os"
 	"path/filepath"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/quartet-dev/quartet-operator/internal/helmchart"
 	"github.com/quartet-dev/quartet-operator/internal/manager"
+	"github.com/quartet-dev/quartet-operator/internal/operator"
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
 )
 

@@ -1,11 +1,11 @@
 package tenancy
 
 import (
-	rbacv1 "k8s.io/api/rbac/v1"
 	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gitopsv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gitops/v1alpha1"
