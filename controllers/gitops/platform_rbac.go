@@ -63,6 +63,15 @@ func (r *PlatformReconciler) stageSubject(ctx context.Context, p *gitopsv1alpha1
 			crb.Subjects = append(crb.Subjects, subject)
 		case !present && has:
 			crb.Subjects = slices.DeleteFunc(crb.Subjects, func(s rbacv1.Subject) bool { return s == subject })
+			if len(crb.Subjects) == 0 {
+				// The last Platform left: the binding goes too, so an uninstall leaves nothing behind. The
+				// resourceVersion precondition loses to a Platform adding itself meanwhile (a conflict, retried).
+				rv := crb.ResourceVersion
+				if err := r.Delete(ctx, crb, client.Preconditions{ResourceVersion: &rv}); client.IgnoreNotFound(err) != nil {
+					return fmt.Errorf("deleting ClusterRoleBinding %s, which no Platform uses any more: %w", name, err)
+				}
+				return nil
+			}
 		default:
 			return nil
 		}

@@ -25,6 +25,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/quartet-dev/quartet-operator/internal/gitops/platform"
+	"github.com/quartet-dev/quartet-operator/internal/guard"
 	"github.com/quartet-dev/quartet-operator/internal/testenv/asinstalled"
 )
 
@@ -130,6 +132,14 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	uninstall.WaitStrategy = kube.HookOnlyStrategy
 	_, err = uninstall.Run(releaseName)
 	g.Expect(err).NotTo(HaveOccurred())
+	// The documented step after an uninstall: what the operator may create but never delete (its guard), and the
+	// aggregated tenant roles the aggregation controller may have applied again while Helm deleted them.
+	policy, binding := guard.Policy(guard.Options{})
+	for _, obj := range []client.Object{binding, policy,
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: platform.TenantProvisionerClusterRole}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: platform.TenantPrunerClusterRole}}} {
+		g.Expect(client.IgnoreNotFound(env.Client.Delete(ctx, obj))).To(Succeed())
+	}
 	// What stays by design: the CRDs, the APIServices the API server registers for their groups, and the
 	// namespace, which the test created (as `helm install --create-namespace` would, outside the release).
 	kept := []string{"namespaces./" + releaseNamespace}

@@ -96,7 +96,7 @@ func (m *Manager) TryEscalations(t *testing.T) {
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	scratch := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "escalation-"}}
 	g.Expect(m.env.Client.Create(ctx, scratch)).To(gomega.Succeed())
-	t.Cleanup(func() { _ = m.env.Client.Delete(ctx, scratch) })
+	defer func() { g.Expect(m.env.Client.Delete(ctx, scratch)).To(gomega.Succeed()) }()
 	g.Eventually(func() error { return guard.Enforced(ctx, op, m.in.Namespace) }).WithTimeout(time.Minute).
 		Should(gomega.Succeed(), "the manager installed its escalation guard")
 	escalation.Refused(t, op, escalation.Attempts(m.in.Namespace, m.in.ServiceAccount, scratch.Name))
