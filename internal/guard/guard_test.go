@@ -123,6 +123,13 @@ func TestGuardRefusesWhatRBACWouldAllow(t *testing.T) {
 	err = op.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: "katastroma-provisioner"},
 		RoleRef: tenantRole, Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "provisioner", Namespace: team}}}, dry)
 	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "the same binding outside a tenant namespace: %v", err)
+	err = op.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: "borrowed"},
+		RoleRef: tenantRole, Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "provisioner", Namespace: team}}}, dry)
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "another namespace's provisioner bound in a tenant namespace: %v", err)
+	g.Expect(op.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: "katastroma-source"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "quartet-operator-katastroma-source-tenant"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "katastroma-source", Namespace: team}}}, dry)).
+		To(Succeed(), "a Platform's source stage bound in a tenant namespace")
 	g.Expect(op.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "quartet-operator-katastroma-source"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "quartet-operator-katastroma-source"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "katastroma-source", Namespace: team}}}, dry)).To(Succeed())

@@ -55,12 +55,9 @@ func celList(items []string) string {
 const reservedNamespace = `(request.namespace.startsWith("kube-") || request.namespace.startsWith("openshift"))`
 
 func checks(o Options) []check {
-	platformNS := "true"
+	platformNS, crbNS := "true", "true"
 	if len(o.PlatformNamespaces) > 0 {
 		platformNS = "request.namespace in " + celList(o.PlatformNamespaces)
-	}
-	crbNS := "true"
-	if len(o.PlatformNamespaces) > 0 {
 		crbNS = "s.namespace in " + celList(o.PlatformNamespaces)
 	}
 	workloads := `request.resource.group == "apps" && request.resource.resource in ["deployments", "statefulsets", "daemonsets", "replicasets"]`
@@ -82,11 +79,13 @@ func checks(o Options) []check {
 			"never under a ServiceAccount the operator did not create",
 	}, {
 		expression: `request.resource.resource != "rolebindings" || (!` + reservedNamespace + ` && object.roleRef.kind == "ClusterRole" && ` +
-			`object.subjects.all(s, s.kind == "ServiceAccount" && s.name in ` + celList(BindableSubjects) + `) && ` +
+			`object.subjects.all(s, s.kind == "ServiceAccount" && s.name in ` + celList(BindableSubjects) +
+			` && (s.namespace == request.namespace || s.name == "` + StageServiceAccountPrefix + gitopsv1alpha1.StageSource + `")) && ` +
 			`(has(namespaceObject.metadata.labels) && "` + gitopsv1alpha1.LabelTenant + `" in namespaceObject.metadata.labels || ` +
 			`object.subjects.all(s, s.name == "` + StageServiceAccountPrefix + gitopsv1alpha1.StagePharos + `" && s.namespace == request.namespace)))`,
 		message: "the operator binds roles only in tenant namespaces (labelled " + gitopsv1alpha1.LabelTenant +
-			") to the pipeline identities, and pharos's role in its own namespace: never in kube-* or openshift*, never a Role, never another subject",
+			") to that namespace's pipeline identities (and a Platform's source stage), and pharos's role in its own namespace: " +
+			"never in kube-* or openshift*, never a Role, never another subject",
 	}, {
 		expression: `request.resource.resource != "clusterrolebindings" || !has(object.subjects) || object.subjects.all(s, s.kind == "ServiceAccount" && s.name.startsWith("` +
 			StageServiceAccountPrefix + `") && ` + crbNS + ")",
