@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/quartet-dev/quartet-operator/apis/fleet/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/controllers/fleet"
 	"github.com/quartet-dev/quartet-operator/internal/fleet/fleetserver"
 	"github.com/quartet-dev/quartet-operator/internal/fleet/pipelines"
 )
@@ -173,6 +174,10 @@ func TestPipelineUpsert404RecreatesIt(t *testing.T) {
 	var first *fleetv1alpha1.Pipeline
 	g.Eventually(func(g Gomega) { first = synced(g, client.ObjectKeyFromObject(p)) }).Should(Succeed())
 
+	// The drift check would repair the vanished pipeline on its own and race the update this test is about:
+	// its lists fail while the test runs.
+	srv.InjectFault(fleetserver.Fault{Method: "ListPipelines", Caller: fleet.DriftCaller, Code: connect.CodeUnavailable})
+	t.Cleanup(srv.ClearFaults)
 	before := takeSnapshot(g)
 	srv.VanishPipeline("vanishing")
 	first.Spec.Contents = `logging { level = "debug" }`
