@@ -214,7 +214,10 @@ func TestRegistryStrikesDeregister(t *testing.T) {
 		g.Expect(found).To(BeFalse())
 	}).Should(Succeed())
 	g.Expect(time.Since(killed)).To(BeNumerically("<", testTTL), "strikes, not the TTL, removed it")
-	g.Expect(eventNotes(g, ns, "flaky", "Deregistered")).To(ContainElement(ContainSubstring("heartbeat 3/3")))
+	// Events are written asynchronously by the recorder.
+	g.Eventually(func(g Gomega) {
+		g.Expect(eventNotes(g, ns, "flaky", "Deregistered")).To(ContainElement(ContainSubstring("heartbeat 3/3")))
+	}).Should(Succeed())
 
 	// The agent comes back (a new server on another port, as a new pod would be behind the Service).
 	back := mcptest.Start(t, mcptest.Options{}, "search", "plan")

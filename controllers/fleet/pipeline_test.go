@@ -123,7 +123,7 @@ func TestPipelineLifecycleMakesExactlyTheExpectedCalls(t *testing.T) {
 	g.Expect(marker.Cluster).NotTo(BeEmpty())
 	want.Metadata = calls[0].Pipeline.GetMetadata()
 	g.Expect(proto.Equal(calls[0].Pipeline, want)).To(BeTrue(), "every field is sent: %v", calls[0].Pipeline)
-	g.Expect(eventReasons(g, ns, "logs")).To(ContainElement("Created"))
+	g.Eventually(func(g Gomega) { g.Expect(eventReasons(g, ns, "logs")).To(ContainElement("Created")) }).Should(Succeed())
 
 	// Status writes and finalizer updates do not cause more calls.
 	g.Consistently(func() int { return len(upserts(name)) }, "1s").Should(Equal(1))
@@ -413,6 +413,6 @@ func TestPipeline5xxIsRetriedWithBackoff(t *testing.T) {
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
 	g.Eventually(func(g Gomega) { synced(g, client.ObjectKeyFromObject(p)) }).Should(Succeed())
 	g.Expect(upserts(ns+"-flaky")).To(HaveLen(3), "two 503s, then the success")
-	g.Expect(eventReasons(g, ns, "flaky")).To(ContainElements(fleetv1alpha1.ReasonSyncFailed, "Created"))
+	g.Eventually(func(g Gomega) { g.Expect(eventReasons(g, ns, "flaky")).To(ContainElements(fleetv1alpha1.ReasonSyncFailed, "Created")) }).Should(Succeed())
 	g.Expect(before.delta(g, "fleet_api_errors_total", map[string]string{"operation": "CreatePipeline", "status": "503"})).To(Equal(2.0))
 }

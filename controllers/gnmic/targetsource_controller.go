@@ -108,12 +108,14 @@ func (r *TargetSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	o := r.run(ctx, ts, targetsource.EffectiveTimeout(durationOr(ts.Spec.Timeout, time.Minute), interval))
 	end := r.now()
 	delay := r.record(ts, o, end, interval)
+	// Counted before the status patch: the run happened whether or not its status lands, and whoever sees
+	// the status then also sees the run counted.
+	targetSourceSyncDuration.WithLabelValues(ts.Namespace, ts.Name, ts.Spec.Source.Type).Observe(time.Since(started).Seconds())
+	targetSourceSyncTotal.WithLabelValues(ts.Namespace, ts.Name, ts.Spec.Source.Type, o.result).Inc()
 	if err := kube.PatchStatusIfChanged(ctx, r.Client, before, ts); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.emitEvents(before, ts, o)
-	targetSourceSyncDuration.WithLabelValues(ts.Namespace, ts.Name, ts.Spec.Source.Type).Observe(time.Since(started).Seconds())
-	targetSourceSyncTotal.WithLabelValues(ts.Namespace, ts.Name, ts.Spec.Source.Type, o.result).Inc()
 	return ctrl.Result{RequeueAfter: delay}, nil
 }
 

@@ -158,7 +158,7 @@ func TestTargetSourceBackoffSequence(t *testing.T) {
 		}).Should(Succeed())
 	}
 	// One event for the first failure only.
-	g.Expect(eventReasons(g, ns, "flaky")).To(HaveLen(1))
+	g.Eventually(func(g Gomega) { g.Expect(eventReasons(g, ns, "flaky")).To(HaveLen(1)) }).Should(Succeed())
 	// The next success resets the count and the interval.
 	inv.set(func(i *inventory) { i.status, i.devices = 0, devices("a") })
 	requestRun(t, ns, "flaky")
