@@ -221,7 +221,7 @@ run: manifests generate fmt vet ## Run the manager against the current kubeconfi
 
 .PHONY: docker-build
 docker-build: ## Build the manager image.
-	$(CONTAINER_TOOL) build -t $(IMG) .
+	$(CONTAINER_TOOL) build --build-arg VERSION=$(VERSION) -t $(IMG) .
 
 .PHONY: docker-push
 docker-push: ## Push the manager image.

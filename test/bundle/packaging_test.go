@@ -209,3 +209,43 @@ func TestFileBasedCatalog(t *testing.T) {
 	}
 	g.Expect([]int{pkgs, channels, bundles}).To(Equal([]int{1, len(strings.Split(a["operators.operatorframework.io.bundle.channels.v1"], ",")), 1}))
 }
+
+// TestCSVUpgradeGraphMatchesTheCatalog: community-operators reads the upgrade graph from the CSV (spec.replaces,
+// spec.skips, the olm.skipRange annotation); our catalog reads it from the template's channel entries. Both must say
+// the same for this bundle in every channel, and the CSV must say something, so an upgrade from an earlier build is
+// possible even on an index that knows only the CSV.
+func TestCSVUpgradeGraphMatchesTheCatalog(t *testing.T) {
+	g := NewWithT(t)
+	c := csv(t)
+	skipRange := c.Annotations["olm.skipRange"]
+	g.Expect(c.Spec.Replaces != "" || skipRange != "").To(BeTrue(),
+		"the CSV names its predecessor (spec.replaces) or the versions it upgrades from (olm.skipRange)")
+	found := 0
+	for _, obj := range documents(t, repoPath("catalog", packageName, "index.yaml")) {
+		if obj.Object["schema"] != "olm.channel" {
+			continue
+		}
+		for _, e := range obj.Object["entries"].([]any) {
+			entry := e.(map[string]any)
+			if entry["name"] != c.Name {
+				continue
+			}
+			found++
+			g.Expect(entry["replaces"]).To(Equal(nilIfEmpty(c.Spec.Replaces)), "channel %v: replaces", obj.Object["name"])
+			g.Expect(entry["skipRange"]).To(Equal(nilIfEmpty(skipRange)), "channel %v: skipRange", obj.Object["name"])
+			var skips []any
+			for _, s := range c.Spec.Skips {
+				skips = append(skips, s)
+			}
+			g.Expect(entry["skips"]).To(Equal(skips), "channel %v: skips", obj.Object["name"])
+		}
+	}
+	g.Expect(found).To(BeNumerically(">", 0), "the catalog has a channel entry for %s", c.Name)
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

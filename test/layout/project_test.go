@@ -5,6 +5,7 @@ package layout
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -93,4 +94,29 @@ func TestProjectRecordsEveryKind(t *testing.T) {
 	for key := range crds {
 		g.Expect(seen).To(HaveKey(key), "CRD %s has no resource in PROJECT", key)
 	}
+}
+
+// TestUninstallNamesExactlyOurCRDs: the uninstall recipe in docs/install.md deletes CRDs (and every object of
+// them) by an explicit list, which must be exactly the CRDs config/crd ships: a pattern such as 'grafana.com'
+// also matched other operators' CRDs (Loki's, Tempo's), and a missing name leaves a CRD behind.
+func TestUninstallNamesExactlyOurCRDs(t *testing.T) {
+	g := NewWithT(t)
+	root := testenv.RepoRoot()
+	files, err := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	var shipped []string
+	for _, f := range files {
+		group, plural, ok := strings.Cut(strings.TrimSuffix(filepath.Base(f), ".yaml"), "_")
+		g.Expect(ok).To(BeTrue(), f)
+		shipped = append(shipped, plural+"."+group)
+	}
+	g.Expect(shipped).NotTo(BeEmpty())
+
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "install.md"))
+	g.Expect(err).NotTo(HaveOccurred())
+	m := regexp.MustCompile(`(?s)QUARTET_CRDS="(.*?)"`).FindSubmatch(doc)
+	g.Expect(m).NotTo(BeNil(), "docs/install.md defines QUARTET_CRDS")
+	listed := strings.Fields(strings.ReplaceAll(string(m[1]), "\\", " "))
+	g.Expect(listed).To(ConsistOf(shipped))
+	g.Expect(string(doc)).NotTo(MatchRegexp(`grep -E '[^']*grafana\.com`), "no CRD deletion by pattern")
 }

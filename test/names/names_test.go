@@ -149,10 +149,7 @@ func parseGroup(groupVersion string) (string, error) {
 func TestNoResourceNameIsServedByTwoGroupsWhenOneIsOurs(t *testing.T) {
 	servePackageManifests(t)
 	g := NewWithT(t)
-	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
-	g.Expect(err).NotTo(HaveOccurred())
-	_, lists, err := dc.ServerGroupsAndResources()
-	g.Expect(err).NotTo(HaveOccurred())
+	lists := settledDiscovery(g, packagesGroup)
 
 	byName, err := servedNames(lists)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -189,10 +186,7 @@ func TestNoResourceNameIsServedByTwoGroupsWhenOneIsOurs(t *testing.T) {
 // two of our groups serving one Kind get checked against each other's schema.
 func TestNoTwoOwnedKindsShareAKind(t *testing.T) {
 	g := NewWithT(t)
-	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
-	g.Expect(err).NotTo(HaveOccurred())
-	_, lists, err := dc.ServerGroupsAndResources()
-	g.Expect(err).NotTo(HaveOccurred())
+	lists := settledDiscovery(g)
 
 	groupsOfKind := map[string][]string{}
 	for _, list := range lists {
@@ -238,4 +232,25 @@ func TestServedNamesFindsAClash(t *testing.T) {
 		t.Run(name, func(t *testing.T) { NewWithT(t).Expect(byName[name]).To(ConsistOf(want)) })
 	}
 	NewWithT(t).Expect(byName).NotTo(HaveKey("subscriptions/status"))
+}
+
+// settledDiscovery reads every served resource once discovery has settled: an aggregated API (OLM's
+// package-server) that was just registered, or is being re-registered, makes discovery fail for a while with
+// "stale GroupVersion discovery" although everything else is served. It waits (with a deadline) for a read without
+// error that includes each of the wanted groups.
+func settledDiscovery(g Gomega, wantGroups ...string) []*metav1.APIResourceList {
+	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
+	g.Expect(err).NotTo(HaveOccurred())
+	var lists []*metav1.APIResourceList
+	g.Eventually(func(g Gomega) {
+		var err error
+		_, lists, err = dc.ServerGroupsAndResources()
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, want := range wantGroups {
+			g.Expect(slices.ContainsFunc(lists, func(l *metav1.APIResourceList) bool {
+				return strings.HasPrefix(l.GroupVersion, want+"/")
+			})).To(BeTrue(), "group %s is not served yet", want)
+		}
+	}, 2*time.Minute, time.Second).Should(Succeed(), "discovery did not settle")
+	return lists
 }
