@@ -84,7 +84,7 @@ help: ## Show this help.
 # the Helm chart grants a group's rights only when --groups runs it; config/rbac/role.yaml holds what every group
 # needs (the escalation guard, the webhook certificate, requester checks). Every +kubebuilder:rbac marker must lie in
 # one of these paths (test/layout checks it).
-RBAC_COMMON_PATHS := ./internal/guard/...;./internal/webhookcert/...;./internal/requester/...
+RBAC_COMMON_PATHS := ./internal/guard/...;./internal/webhookcert/...;./internal/requester/...;./internal/monitoring/...
 RBAC_PATHS_fleet := ./controllers/fleet/...;./internal/webhook/fleet/...
 RBAC_PATHS_gnmic := ./controllers/gnmic/...;./internal/webhook/gnmic/...
 RBAC_PATHS_agentrax := ./controllers/agentrax/...;./internal/webhook/agentrax/...;./internal/operator/...
@@ -126,8 +126,12 @@ tidy: ## go mod tidy for the module and the tool modules under hack/tools.
 helm-chart: manifests ## Generate the Helm chart charts/quartet-operator from config/ (through config/helm).
 	go run ./hack/helmchart --version $(VERSION)
 
+.PHONY: monitoring-objects
+monitoring-objects: ## Generate internal/monitoring/objects.yaml (the ServiceMonitors and PrometheusRules the manager applies) from config/prometheus.
+	go run ./hack/monitoring
+
 .PHONY: regenerate
-regenerate: manifests generate protos fmt tidy bundle helm-chart ## Everything that writes generated files.
+regenerate: manifests generate protos fmt tidy monitoring-objects bundle helm-chart ## Everything that writes generated files.
 
 .PHONY: verify
 verify: $(CONTROLLER_GEN) $(GOLANGCI_LINT) $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) ## Regenerate, gofmt, tidy, vet and lint; fail if regeneration changed any file.
@@ -229,22 +233,30 @@ docker-push: ## Push the manager image.
 
 ##@ Deployment
 
+# The kubectl that talks to a real cluster: the one on PATH, else kubectl alone built from k8s.io/kubernetes (cached),
+# so deploying never compiles the local control plane.
+DEPLOY_KUBECTL ?= $(or $(shell command -v kubectl 2>/dev/null),$(CACHE_DIR)/kubectl/$(K8S_VERSION)/kubectl)
+
+$(CACHE_DIR)/kubectl/$(K8S_VERSION)/kubectl:
+	@mkdir -p $(dir $@)
+	cd hack/tools/k8s && CGO_ENABLED=0 go build -trimpath -ldflags="-s $(K8S_VERSION_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/cmd/kubectl && mv $@.tmp $@
+
 .PHONY: install
-install: manifests $(KUSTOMIZE) envtest ## Install the CRDs into the current cluster.
-	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
+install: manifests $(KUSTOMIZE) $(DEPLOY_KUBECTL) ## Install the CRDs into the current cluster.
+	$(KUSTOMIZE) build config/crd | $(DEPLOY_KUBECTL) apply --server-side -f -
 
 .PHONY: uninstall
-uninstall: manifests $(KUSTOMIZE) envtest ## Remove the CRDs (and every custom resource) from the current cluster.
-	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
+uninstall: manifests $(KUSTOMIZE) $(DEPLOY_KUBECTL) ## Remove the CRDs (and every custom resource) from the current cluster.
+	$(KUSTOMIZE) build config/crd | $(DEPLOY_KUBECTL) delete --ignore-not-found -f -
 
 .PHONY: deploy
-deploy: manifests $(KUSTOMIZE) envtest ## Deploy the operator with cert-manager webhook certificates to the current cluster.
+deploy: manifests $(KUSTOMIZE) $(DEPLOY_KUBECTL) ## Deploy the operator with cert-manager webhook certificates to the current cluster.
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
-	$(KUSTOMIZE) build config/default | $(KUBECTL) apply --server-side -f -
+	$(KUSTOMIZE) build config/default | $(DEPLOY_KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy
-undeploy: $(KUSTOMIZE) envtest ## Remove the operator from the current cluster.
-	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found -f -
+undeploy: $(KUSTOMIZE) $(DEPLOY_KUBECTL) ## Remove the operator from the current cluster.
+	$(KUSTOMIZE) build config/default | $(DEPLOY_KUBECTL) delete --ignore-not-found -f -
 
 ##@ OLM
 

@@ -209,7 +209,8 @@ func templatizeDeployment(t *template, obj map[string]any, webhooks webhookNames
 		return fmt.Errorf("%s: the manager's args have no --leader-elect", name(obj))
 	}
 	args[leader] = t.Inline("--leader-elect={{ .Values.leaderElection.enabled }}")
-	container["args"] = append(args, t.Block(func(indent string) string {
+	// The chart owns the monitoring objects (monitoring.* values), so the manager does not create its own.
+	container["args"] = append(args, "--monitoring-objects=false", t.Block(func(indent string) string {
 		return lines("{{- with .Values.groups }}", indent+`- --groups={{ join "," . }}`, "{{- end }}")
 	}), t.Block(func(indent string) string {
 		return lines("{{- if "+operatorSource+" }}",

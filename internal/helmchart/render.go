@@ -11,7 +11,7 @@ import (
 // InstallNamespace and NamePrefix are what config/default gives every object; the chart keeps the names (one
 // operator per cluster, and the samples and docs name its objects) and replaces the namespace with the release's.
 const (
-	InstallNamespace = "quartet-operator-system"
+	InstallNamespace = "quartet-operator"
 	NamePrefix       = "quartet-operator-"
 )
 

@@ -13,9 +13,11 @@ import (
 )
 
 // alwaysChartOwned are flags the chart sets through its own objects rather than `config`: the ports its Services
-// and probes point at, and --enable-webhooks, since it always installs the webhook configurations. --groups has
+// and probes point at, --enable-webhooks, since it always installs the webhook configurations, and the monitoring
+// flags, since its monitoring.* values render the monitoring objects. --groups has
 // its own value, and the --webhook-cert-secret family its webhook.certificates.source.
 var alwaysChartOwned = []string{"enable-webhooks", "webhook-port", "registry-bind-address", "groups",
+	"monitoring-objects", "monitoring-labels",
 	"webhook-cert-secret", "webhook-service", "webhook-validating-configurations", "webhook-mutating-configurations"}
 
 // chartOwnedFlags are the flags `config` may not set: those in the Deployment's args (an argument wins over its

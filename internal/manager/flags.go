@@ -2,7 +2,10 @@ package manager
 
 import (
 	"flag"
+	"fmt"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/quartet-dev/quartet-operator/internal/operator"
 )
@@ -104,6 +107,19 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Admit an ExternalAttributeSync, or a gnmic TargetSource, TargetProfile, Target or Cluster, that names a Secret "+
 			"(or ConfigMap, or a profile whose credentials it would send) only when a SubjectAccessReview says the "+
 			"requester may get it (on by default; =false skips the check).")
+	fs.BoolVar(&o.MonitoringObjects, "monitoring-objects", o.MonitoringObjects,
+		"Create the manager's ServiceMonitors and PrometheusRules in its namespace once the Prometheus Operator's CRDs "+
+			"are served (checked every minute, so also after they are installed later); =false never.")
+	fs.Func("monitoring-labels", "Labels added to the ServiceMonitors and PrometheusRules, as key=value pairs "+
+		"separated by commas (e.g. release=kube-prometheus-stack, for a Prometheus that selects by label).",
+		func(v string) error {
+			labels, err := parseLabels(v)
+			if err != nil {
+				return err
+			}
+			o.MonitoringLabels = labels
+			return nil
+		})
 	fs.BoolVar(&o.EscalationGuard, "escalation-guard", o.EscalationGuard,
 		"When running as a ServiceAccount, install the escalation guard (a ValidatingAdmissionPolicy the operator may "+
 			"create but never change) and wait until it is enforced before starting; =false only where an administrator "+
@@ -165,4 +181,27 @@ func (l listFlag) Set(s string) error {
 		}
 	}
 	return nil
+}
+
+// parseLabels reads key=value pairs separated by commas; each key and value must be a valid label.
+func parseLabels(v string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, pair := range strings.Split(v, ",") {
+		pair = strings.TrimSpace(pair)
+		if pair == "" {
+			continue
+		}
+		key, value, ok := strings.Cut(pair, "=")
+		if !ok {
+			return nil, fmt.Errorf("%q is not key=value", pair)
+		}
+		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+			return nil, fmt.Errorf("label key %q: %s", key, strings.Join(errs, "; "))
+		}
+		if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
+			return nil, fmt.Errorf("label value %q: %s", value, strings.Join(errs, "; "))
+		}
+		out[key] = value
+	}
+	return out, nil
 }

@@ -15,18 +15,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/quartet-dev/quartet-operator/internal/devdial"
 	"github.com/quartet-dev/quartet-operator/internal/guard"
+	"github.com/quartet-dev/quartet-operator/internal/monitoring"
 	"github.com/quartet-dev/quartet-operator/internal/netguard"
 	"github.com/quartet-dev/quartet-operator/internal/operator"
 	"github.com/quartet-dev/quartet-operator/internal/webhookcert"
@@ -111,6 +114,10 @@ type Options struct {
 	EnforceSecretUseAuthz bool
 	// PlatformNamespaces, when set, are the only namespaces where gitops Platforms are deployed.
 	PlatformNamespaces []string
+	// MonitoringObjects makes the manager apply its ServiceMonitors and PrometheusRules (package monitoring) in its
+	// namespace whenever the Prometheus Operator's CRDs are served, with MonitoringLabels added.
+	MonitoringObjects bool
+	MonitoringLabels  map[string]string
 	// EscalationGuard makes the manager, when it runs as a ServiceAccount, install its escalation guard (package
 	// guard) and wait until the API server enforces it before any controller starts.
 	EscalationGuard bool
@@ -169,6 +176,7 @@ func DefaultOptions() Options {
 		LeaderElectionID:           "quartet-operator.quartet.dev",
 		EnableWebhooks:             true,
 		EscalationGuard:            true,
+		MonitoringObjects:          true,
 		WebhookPort:                9443,
 		KubeAPIQPS:                 50,
 		KubeAPIBurst:               100,
@@ -331,7 +339,24 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
 	if renewer != nil {
-		if err := mgr.Add(renewer); err != nil {
+		watcher, err := client.NewWithWatch(cfg, client.Options{Scheme: mgrOpts.Scheme})
+		if err != nil {
+			return nil, err
+		}
+		keeper := &webhookcert.Keeper{Client: watcher, Config: renewer.Config}
+		for _, r := range []manager.Runnable{renewer, keeper} {
+			if err := mgr.Add(r); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if o.MonitoringObjects {
+		dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		if err := mgr.Add(&monitoring.Installer{Client: mgr.GetClient(), Discovery: dc,
+			Namespace: podNamespace(o.LeaderElectionNamespace), Labels: o.MonitoringLabels}); err != nil {
 			return nil, err
 		}
 	}

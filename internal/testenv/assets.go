@@ -93,6 +93,11 @@ func ThirdPartyCRDPaths() ([]string, error) {
 	return paths, nil
 }
 
+// IsMonitoringCRD reports whether a path of ThirdPartyCRDPaths is one of the Prometheus Operator's CRDs.
+func IsMonitoringCRD(path string) bool {
+	return strings.HasPrefix(filepath.Base(path), "monitoring.coreos.com_")
+}
+
 // CertManagerCRDDir is where `make envtest` generates cert-manager's CRDs (Certificate, CertificateRequest,
 // Issuer, ClusterIssuer) from its Go types, for the version pinned by hack/tools/cert-manager. Tests that use
 // them add it to Options.ExtraCRDPaths; a missing directory fails the start with the path.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -44,6 +45,8 @@ type Options struct {
 	WithoutOperator bool
 	// ExtraCRDPaths are more CRD files or directories to install (e.g. OLM's).
 	ExtraCRDPaths []string
+	// WithoutMonitoringCRDs leaves the Prometheus Operator's CRDs out, as on a cluster without it.
+	WithoutMonitoringCRDs bool
 }
 
 // Env is a running control plane, with a client and, when controllers were chosen, a manager.
@@ -82,6 +85,9 @@ func Start(opts Options) (*Env, error) {
 	thirdParty, err := ThirdPartyCRDPaths()
 	if err != nil {
 		return nil, err
+	}
+	if opts.WithoutMonitoringCRDs {
+		thirdParty = slices.DeleteFunc(thirdParty, IsMonitoringCRD)
 	}
 	root := RepoRoot()
 	crds := append(append([]string{filepath.Join(root, "config", "crd", "bases")}, thirdParty...), opts.ExtraCRDPaths...)

@@ -27,8 +27,8 @@ import (
 // the CSV's namespaced permissions), bound by config/rbac/role_binding.yaml. The configuration names are those
 // config/default's namePrefix gives (and the chart keeps).
 // +kubebuilder:rbac:groups="",namespace=system,resources=secrets,verbs=get;create;update
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;patch,resourceNames=quartet-operator-validating-webhook-configuration
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;patch,resourceNames=quartet-operator-mutating-webhook-configuration
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;patch;list;watch,resourceNames=quartet-operator-validating-webhook-configuration
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;patch;list;watch,resourceNames=quartet-operator-mutating-webhook-configuration
 
 // Keys of the Secret. tls.crt and tls.key make it usable as a kubernetes.io/tls Secret; the CA key stays in it
 // so a replica can renew the serving certificate without changing the CA the API server trusts.

@@ -84,7 +84,9 @@ var helmOnlyLabels = []string{"helm.sh/chart", "app.kubernetes.io/instance", "ap
 // in the release namespace, with Helm's labels instead of kustomize's managed-by.
 func TestDefaultsRenderConfigDefault(t *testing.T) {
 	g := NewWithT(t)
-	rendered, err := render(t, nil)
+	// config/default takes its webhook certificate from cert-manager; the chart's default source is the operator
+	// (TestDefaultInstallNeedsNoCertManager), so the two are compared with the chart set to cert-manager.
+	rendered, err := render(t, map[string]any{"webhook": map[string]any{"certificates": map[string]any{"source": "cert-manager"}}})
 	g.Expect(err).NotTo(HaveOccurred())
 	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).
 		Run(filesys.MakeFsOnDisk(), testenv.RepoRoot()+"/config/default")
@@ -150,6 +152,9 @@ func comparable(u *unstructured.Unstructured) map[string]any {
 				args[i] = "--leader-elect"
 			}
 		}
+		// The chart renders the monitoring objects from values, so it turns the manager's own off.
+		args = slices.DeleteFunc(args, func(a any) bool { return a == "--monitoring-objects=false" })
+		container["args"] = args
 		_ = unstructured.SetNestedSlice(c.Object, containers, "spec", "template", "spec", "containers")
 	}
 	return normalized(c.Object).(map[string]any)
@@ -348,4 +353,21 @@ func readObject(t *testing.T, path string) *unstructured.Unstructured {
 	obj := map[string]any{}
 	NewWithT(t).Expect(yaml.Unmarshal(data, &obj)).To(Succeed())
 	return &unstructured.Unstructured{Object: obj}
+}
+
+// TestDefaultInstallNeedsNoCertManager: with default values the chart renders on a cluster without cert-manager
+// (the manager makes its own webhook certificate), and asking for cert-manager where it is not served fails with a
+// message naming the value and the way out, not with a missing-kind error from the API server.
+func TestDefaultInstallNeedsNoCertManager(t *testing.T) {
+	g := NewWithT(t)
+	rendered, err := renderOn(t, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, u := range rendered {
+		g.Expect(u.GetAPIVersion()).NotTo(HavePrefix("cert-manager.io/"), key(u))
+		if u.GetKind() == "Deployment" {
+			g.Expect(fmt.Sprint(u.Object)).To(ContainSubstring("--webhook-cert-secret"), "the manager makes its certificate")
+		}
+	}
+	_, err = renderOn(t, map[string]any{"webhook": map[string]any{"certificates": map[string]any{"source": "cert-manager"}}})
+	g.Expect(err).To(MatchError(And(ContainSubstring("webhook.certificates.source"), ContainSubstring("install cert-manager first"))))
 }

@@ -42,11 +42,10 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNamespace,
 		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}}
 	g.Expect(env.Client.Create(ctx, ns)).To(Succeed())
-	// The manager generates its webhook certificate itself: no cert-manager, no Secret made beforehand.
+	// The default certificate source: the manager generates its webhook certificate itself, no cert-manager, no
+	// Secret made beforehand.
 	vals := map[string]any{
-		"webhook": map[string]any{"certificates": map[string]any{
-			"source": "operator", "secretName": installed.CertSecret,
-		}},
+		"webhook": map[string]any{"certificates": map[string]any{"secretName": installed.CertSecret}},
 		// The Fleet group's credentials; asinstalled.Run serves a local Fleet API behind this Secret.
 		"config": map[string]any{"fleet-credentials-secret": releaseNamespace + "/fleet-credentials"},
 	}
@@ -83,6 +82,21 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		caBundle, _, _ := unstructured.NestedString(w.(map[string]any), "clientConfig", "caBundle")
 		g.Expect(caBundle).To(Equal(base64.StdEncoding.EncodeToString(certSecret.Data["ca.crt"])))
 	}
+	// A re-apply of the chart's configuration (Argo CD, kubectl apply) empties caBundle; the running manager puts
+	// it back within a minute.
+	for _, w := range webhooks {
+		unstructured.RemoveNestedField(w.(map[string]any), "clientConfig", "caBundle")
+	}
+	g.Expect(unstructured.SetNestedSlice(vwc.Object, webhooks, "webhooks")).To(Succeed())
+	g.Expect(env.Client.Update(ctx, vwc)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(vwc), vwc)).To(Succeed())
+		webhooks, _, _ := unstructured.NestedSlice(vwc.Object, "webhooks")
+		for _, w := range webhooks {
+			caBundle, _, _ := unstructured.NestedString(w.(map[string]any), "clientConfig", "caBundle")
+			g.Expect(caBundle).To(Equal(base64.StdEncoding.EncodeToString(certSecret.Data["ca.crt"])))
+		}
+	}, time.Minute, time.Second).Should(Succeed(), "the emptied caBundle is repaired")
 
 	// A changed values set: more replicas, a manager setting, fewer groups, the network policies. The groups
 	// dropped lose their rights with the upgrade, so their custom resources go first, while the manager still runs

@@ -50,7 +50,14 @@ func loadChart(t *testing.T) *chartv2.Chart {
 // render is `helm template`: the chart's templates (not its CRDs) for vals, as objects.
 func render(t *testing.T, vals map[string]any) ([]*unstructured.Unstructured, error) {
 	t.Helper()
+	return renderOn(t, vals, "cert-manager.io/v1", "monitoring.coreos.com/v1")
+}
+
+// renderOn renders for a cluster serving apiVersions beside Kubernetes' own.
+func renderOn(t *testing.T, vals map[string]any, apiVersions ...string) ([]*unstructured.Unstructured, error) {
+	t.Helper()
 	install := action.NewInstall(action.NewConfiguration())
+	install.APIVersions = apiVersions
 	install.DryRunStrategy = action.DryRunClient
 	install.ReleaseName = releaseName
 	install.Namespace = releaseNamespace

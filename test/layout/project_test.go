@@ -4,6 +4,7 @@ package layout
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -119,4 +120,42 @@ func TestUninstallNamesExactlyOurCRDs(t *testing.T) {
 	listed := strings.Fields(strings.ReplaceAll(string(m[1]), "\\", " "))
 	g.Expect(listed).To(ConsistOf(shipped))
 	g.Expect(string(doc)).NotTo(MatchRegexp(`grep -E '[^']*grafana\.com`), "no CRD deletion by pattern")
+}
+
+// TestDeployDoesNotBuildTheControlPlane: `make deploy` and friends need kubectl, not the local control plane the
+// tests run (which takes many minutes to compile); `make -n` lists what they would build and run.
+func TestDeployDoesNotBuildTheControlPlane(t *testing.T) {
+	g := NewWithT(t)
+	for _, target := range []string{"install", "uninstall", "deploy", "undeploy"} {
+		cmd := exec.Command("make", "-n", target)
+		cmd.Dir = testenv.RepoRoot()
+		out, err := cmd.CombinedOutput()
+		g.Expect(err).NotTo(HaveOccurred(), "%s", out)
+		g.Expect(string(out)).NotTo(ContainSubstring("kube-apiserver"), "make %s builds the control plane", target)
+		g.Expect(string(out)).NotTo(ContainSubstring("etcd"), "make %s builds etcd", target)
+	}
+}
+
+// TestOneInstallNamespace: the plain install, OLM's suggested namespace and the Helm instructions name one
+// namespace, so the Service addresses the docs give hold whichever way the operator was installed.
+func TestOneInstallNamespace(t *testing.T) {
+	g := NewWithT(t)
+	root := testenv.RepoRoot()
+	read := func(rel string) string {
+		data, err := os.ReadFile(filepath.Join(root, rel))
+		g.Expect(err).NotTo(HaveOccurred())
+		return string(data)
+	}
+	m := regexp.MustCompile(`(?m)^namespace: (\S+)$`).FindStringSubmatch(read("config/default/kustomization.yaml"))
+	g.Expect(m).NotTo(BeNil())
+	ns := m[1]
+	g.Expect(read("config/manifests/bases/quartet-operator.clusterserviceversion.yaml")).
+		To(ContainSubstring("operatorframework.io/suggested-namespace: " + ns + "\n"))
+	install := read("docs/install.md")
+	g.Expect(install).To(MatchRegexp(`helm (upgrade --)?install quartet-operator \S+ (-n|--namespace) ` + regexp.QuoteMeta(ns) + `\b`))
+	for _, doc := range []string{"docs/install.md", "docs/mcp-registry.md", "docs/targetsource.md", "README.md"} {
+		for _, svc := range regexp.MustCompile(`quartet-operator-[a-z-]+\.([a-z0-9-]+)\.svc`).FindAllStringSubmatch(read(doc), -1) {
+			g.Expect(svc[1]).To(Equal(ns), "%s: %s", doc, svc[0])
+		}
+	}
 }

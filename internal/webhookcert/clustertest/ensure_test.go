@@ -17,7 +17,9 @@ import (
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -201,4 +203,82 @@ func expectVerifies(g Gomega, bundle, servingPEM []byte, dnsNames []string) {
 		_, err := cert.Verify(x509.VerifyOptions{Roots: pool, DNSName: name})
 		g.Expect(err).NotTo(HaveOccurred(), name)
 	}
+}
+
+// TestKeeperRepairsAReappliedConfiguration: a configuration re-applied without its caBundle (what Argo CD or
+// `kubectl apply` of the chart does) gets the CA back within a minute, from a Keeper running under an identity
+// that may only get/list/watch/patch those two configurations by name and read the Secret.
+func TestKeeperRepairsAReappliedConfiguration(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	cfg := Config{SecretName: "keeper-cert", Namespace: "default", Service: "webhook-service",
+		CertDir: filepath.Join(t.TempDir(), "certs")}
+	cfg.ValidatingConfigurations, cfg.MutatingConfigurations = createConfigurations(t, "keeper")
+	_, err := Ensure(ctx, env.Client, cfg, time.Now())
+	g.Expect(err).NotTo(HaveOccurred())
+
+	keeperClient := restrictedClient(t, "keeper", cfg)
+	keeper := &Keeper{Client: keeperClient, Config: cfg, Retry: time.Second}
+	go func() { _ = keeper.Start(ctx) }()
+
+	secret := &corev1.Secret{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: cfg.Namespace, Name: cfg.SecretName}, secret)).To(Succeed())
+	for _, reset := range []client.Object{
+		&admissionregistrationv1.ValidatingWebhookConfiguration{}, &admissionregistrationv1.MutatingWebhookConfiguration{},
+	} {
+		name := cfg.ValidatingConfigurations[0]
+		if _, ok := reset.(*admissionregistrationv1.MutatingWebhookConfiguration); ok {
+			name = cfg.MutatingConfigurations[0]
+		}
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: name}, reset)).To(Succeed())
+		setCABundles(reset, nil)
+		g.Expect(env.Client.Update(ctx, reset)).To(Succeed())
+	}
+	g.Eventually(func(g Gomega) {
+		for _, bundle := range caBundles(g, cfg.ValidatingConfigurations[0], cfg.MutatingConfigurations[0]) {
+			g.Expect(bundle).To(Equal(secret.Data[KeyCACert]))
+		}
+	}, time.Minute, 500*time.Millisecond).Should(Succeed())
+}
+
+func setCABundles(obj client.Object, ca []byte) {
+	switch o := obj.(type) {
+	case *admissionregistrationv1.ValidatingWebhookConfiguration:
+		for i := range o.Webhooks {
+			o.Webhooks[i].ClientConfig.CABundle = ca
+		}
+	case *admissionregistrationv1.MutatingWebhookConfiguration:
+		for i := range o.Webhooks {
+			o.Webhooks[i].ClientConfig.CABundle = ca
+		}
+	}
+}
+
+// restrictedClient is a client impersonating user, granted what the operator's RBAC grants the certificate code:
+// the two configurations by name and the Secret.
+func restrictedClient(t *testing.T, user string, cfg Config) client.WithWatch {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	names := append(append([]string{}, cfg.ValidatingConfigurations...), cfg.MutatingConfigurations...)
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user + "-webhookcert"}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{"admissionregistration.k8s.io"},
+		Resources: []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations"},
+		Verbs:     []string{"get", "patch", "list", "watch"}, ResourceNames: names,
+	}, {
+		APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: []string{cfg.SecretName},
+	}}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user + "-webhookcert"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
+	for _, obj := range []client.Object{role, binding} {
+		g.Expect(env.Client.Create(ctx, obj)).To(Succeed())
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), obj) })
+	}
+	rc := rest.CopyConfig(env.Config)
+	rc.Impersonate = rest.ImpersonationConfig{UserName: user}
+	c, err := client.NewWithWatch(rc, client.Options{Scheme: env.Client.Scheme()})
+	g.Expect(err).NotTo(HaveOccurred())
+	return c
 }
