@@ -77,6 +77,12 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"First backoff before reconnecting to an unreachable gnmic collector (it doubles up to 10s); 0 means 2s.")
 	fs.StringVar(&o.PrometheusURL, "prometheus-url", o.PrometheusURL,
 		"Prometheus base URL agentrax canary analysis queries (e.g. http://prometheus.monitoring.svc:9090); empty holds every canary pause as inconclusive.")
+	fs.StringVar(&o.PrometheusBearerTokenFile, "prometheus-bearer-token-file", o.PrometheusBearerTokenFile,
+		"File whose content is sent as a bearer token with every canary query, re-read each time (on OpenShift the "+
+			"manager's ServiceAccount token, /var/run/secrets/kubernetes.io/serviceaccount/token, for the Thanos querier).")
+	fs.StringVar(&o.PrometheusCAFile, "prometheus-ca-file", o.PrometheusCAFile,
+		"PEM file of the CAs that verify an https --prometheus-url instead of the system's (on OpenShift the service CA, "+
+			"e.g. a mounted openshift-service-ca.crt ConfigMap).")
 	fs.DurationVar(&o.PrometheusFailsafeTimeout, "prometheus-failsafe-timeout", o.PrometheusFailsafeTimeout,
 		"How long Prometheus may stay unreachable during a canary pause before the canary is rolled back.")
 	fs.DurationVar(&o.CanaryAnalysisInterval, "canary-analysis-interval", o.CanaryAnalysisInterval,

@@ -87,6 +87,9 @@ type Options struct {
 	GNMIcTargetTLSPropagation time.Duration
 	// PrometheusURL is where agentrax canary analysis queries Prometheus; empty leaves canaries unjudged (held).
 	PrometheusURL string
+	// PrometheusBearerTokenFile and PrometheusCAFile authenticate the queries and verify Prometheus's certificate.
+	PrometheusBearerTokenFile string
+	PrometheusCAFile          string
 	// PrometheusFailsafeTimeout is how long Prometheus may be unreachable during a canary pause before rollback.
 	PrometheusFailsafeTimeout time.Duration
 	// CanaryAnalysisInterval is how often a canary pause is re-evaluated.
@@ -380,7 +383,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			ClusterDomain: o.GNMIcClusterDomain, CertificateWait: o.GNMIcCertificateWait,
 			TargetTLSPropagation: o.GNMIcTargetTLSPropagation, EnforceSecretUseAuthz: o.EnforceSecretUseAuthz,
 			OperatorNamespace: podNamespace(o.LeaderElectionNamespace)},
-		Canary: operator.CanarySettings{PrometheusURL: o.PrometheusURL, FailsafeTimeout: o.PrometheusFailsafeTimeout,
+		Canary: operator.CanarySettings{PrometheusURL: o.PrometheusURL,
+			BearerTokenFile: o.PrometheusBearerTokenFile, CAFile: o.PrometheusCAFile, FailsafeTimeout: o.PrometheusFailsafeTimeout,
 			AnalysisInterval: o.CanaryAnalysisInterval},
 		Fleet: operator.FleetSettings{
 			CredentialsSecret: o.FleetCredentialsSecret, APIURL: o.FleetAPIURL,

@@ -25,12 +25,16 @@ func agentraxControllers() []Controller {
 				if err != nil {
 					return err
 				}
+				canary, err := canaryConfig(mgr, d)
+				if err != nil {
+					return err
+				}
 				return (&agentraxcontrollers.AgentDeploymentReconciler{
 					Client:      mgr.GetClient(),
 					Recorder:    mgr.GetEventRecorder(agentraxcontrollers.AgentDeploymentControllerName),
 					Registrar:   registrar,
 					GPUResource: gpuResource(d),
-					Canary:      canaryConfig(mgr, d),
+					Canary:      canary,
 				}).SetupWithManager(ctx, mgr, d.options(agentraxcontrollers.AgentDeploymentControllerName))
 			},
 		},
@@ -57,15 +61,25 @@ type CanarySettings struct {
 	FailsafeTimeout time.Duration
 	// AnalysisInterval is how often a pause re-evaluates the canary.
 	AnalysisInterval time.Duration
+	// BearerTokenFile is sent as a bearer token with every query (OpenShift's Thanos querier needs one).
+	BearerTokenFile string
+	// CAFile holds the PEM CAs that verify an https PrometheusURL instead of the system's (e.g. OpenShift's
+	// service CA).
+	CAFile string
 }
 
-func canaryConfig(mgr ctrl.Manager, d Dependencies) agentraxcontrollers.CanaryConfig {
+func canaryConfig(mgr ctrl.Manager, d Dependencies) (agentraxcontrollers.CanaryConfig, error) {
 	c := agentraxcontrollers.CanaryConfig{FailsafeTimeout: d.Canary.FailsafeTimeout,
 		AnalysisInterval: d.Canary.AnalysisInterval, APIReader: mgr.GetAPIReader(), Clock: d.Clock}
-	if d.Canary.PrometheusURL != "" {
-		c.Prometheus = &rollout.Prometheus{URL: d.Canary.PrometheusURL, HTTP: d.PeerDial.HTTPClient()}
+	if d.Canary.PrometheusURL == "" {
+		return c, nil
 	}
-	return c
+	p, err := rollout.NewPrometheus(d.Canary.PrometheusURL, d.Canary.BearerTokenFile, d.Canary.CAFile, d.PeerDial.Transport())
+	if err != nil {
+		return c, err
+	}
+	c.Prometheus = p
+	return c, nil
 }
 
 func gpuResource(d Dependencies) corev1.ResourceName {

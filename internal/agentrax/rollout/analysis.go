@@ -2,6 +2,8 @@ package rollout
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +11,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +25,32 @@ type Prometheus struct {
 	HTTP *http.Client
 	// Timeout bounds each query; zero means 10 s. A query that times out counts as unreachable.
 	Timeout time.Duration
+	// BearerTokenFile, when set, is read before every query and sent as `Authorization: Bearer`, as OpenShift's
+	// Thanos querier and other authenticating proxies require. Re-reading follows a rotated (projected) token.
+	BearerTokenFile string
+}
+
+// NewPrometheus is a client for url whose queries carry the token of tokenFile (when set) and whose https
+// connections trust the PEM CAs of caFile (when set) instead of the system's; base carries the dialing.
+func NewPrometheus(url, tokenFile, caFile string, base *http.Transport) (*Prometheus, error) {
+	transport := base.Clone()
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("--prometheus-ca-file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--prometheus-ca-file %s holds no PEM certificate", caFile)
+		}
+		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	if tokenFile != "" {
+		if _, err := os.Stat(tokenFile); err != nil {
+			return nil, fmt.Errorf("--prometheus-bearer-token-file: %w", err)
+		}
+	}
+	return &Prometheus{URL: url, HTTP: &http.Client{Transport: transport}, BearerTokenFile: tokenFile}, nil
 }
 
 // UnreachableError means Prometheus did not answer: network error, timeout, or an HTTP 5xx. It feeds the
@@ -87,6 +116,13 @@ func (p *Prometheus) Query(ctx context.Context, q string, at time.Time) (Sample,
 		return Sample{}, &QueryError{Type: "client", Msg: err.Error()}
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if p.BearerTokenFile != "" {
+		token, err := os.ReadFile(p.BearerTokenFile)
+		if err != nil {
+			return Sample{}, &QueryError{Type: "client", Msg: "reading the bearer token: " + err.Error()}
+		}
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	}
 	client := p.HTTP
 	if client == nil {
 		client = http.DefaultClient
