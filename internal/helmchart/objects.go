@@ -72,8 +72,17 @@ func templatize(obj map[string]any, webhooks webhookNames) (*template, error) {
 		t.condition = ".Values.networkPolicy.enabled"
 	case "ServiceMonitor":
 		t.condition = ".Values.monitoring.serviceMonitor.enabled"
+		// A Prometheus that selects monitors by label (kube-prometheus-stack's `release`) and its own interval.
+		mapAt(mapAt(obj, "metadata"), "labels")[t.Block(withToYaml(".Values.monitoring.serviceMonitor.labels", ""))] = ""
+		endpoints, _ := dig(obj, "spec", "endpoints").([]any)
+		for _, e := range endpoints {
+			e.(map[string]any)[t.Block(func(indent string) string {
+				return lines("{{- with .Values.monitoring.serviceMonitor.interval }}", indent+"interval: {{ . }}", "{{- end }}")
+			})] = ""
+		}
 	case "PrometheusRule":
 		t.condition = ".Values.monitoring.prometheusRules.enabled"
+		mapAt(mapAt(obj, "metadata"), "labels")[t.Block(withToYaml(".Values.monitoring.prometheusRules.labels", ""))] = ""
 	case "ConfigMap":
 		if labels, _ := dig(obj, "metadata", "labels").(map[string]any); labels["grafana_dashboard"] == "1" {
 			t.condition = ".Values.monitoring.grafanaDashboards.enabled"
@@ -180,6 +189,7 @@ func templatizeDeployment(t *template, obj map[string]any, webhooks webhookNames
 		{"nodeSelector", ".Values.nodeSelector"},
 		{"tolerations", ".Values.tolerations"},
 		{"affinity", ".Values.affinity"},
+		{"topologySpreadConstraints", ".Values.topologySpreadConstraints"},
 	} {
 		pod[t.Block(withToYaml(field.value, field.key))] = ""
 	}

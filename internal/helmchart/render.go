@@ -99,8 +99,14 @@ func (t *template) Render() (string, error) {
 	if t.condition != "" {
 		out.WriteString("{{- end }}\n")
 	}
-	return strings.ReplaceAll(out.String(), InstallNamespace, "{{ .Release.Namespace }}"), nil
+	return namespaceUses.ReplaceAllString(out.String(), "${1}{{ .Release.Namespace }}${2}"), nil
 }
+
+// namespaceUses finds the install namespace where config/ puts it: a namespace field, a cert-manager
+// inject-ca-from reference (<namespace>/<certificate>) and a Service's DNS name (<service>.<namespace>.svc). The
+// namespace is also the name prefix's stem and the app.kubernetes.io/name value, so a plain string replacement
+// would rename those too.
+var namespaceUses = regexp.MustCompile(`(namespace: |inject-ca-from: |\.)` + regexp.QuoteMeta(InstallNamespace) + `(\n|/|\.svc)`)
 
 // lines joins template lines, each on its own line.
 func lines(l ...string) string { return strings.Join(l, "\n") + "\n" }

@@ -43,7 +43,7 @@ type object = map[string]any
 // openObjects are values passed through to Kubernetes fields as they are; the API server validates them.
 var openObjects = map[string]bool{
 	"resources": true, "podSecurityContext": true, "securityContext": true, "affinity": true,
-	"podAnnotations": true, "podLabels": true, "nodeSelector": true,
+	"podAnnotations": true, "podLabels": true, "nodeSelector": true, "labels": true,
 }
 
 // enums are the values with a fixed set of choices.
@@ -70,6 +70,12 @@ func Schema(values map[string]any, chartOwned []string) ([]byte, error) {
 	props["imagePullSecrets"] = object{"type": "array", "items": object{
 		"type": "object", "required": []string{"name"}, "properties": object{"name": object{"type": "string"}}}}
 	props["tolerations"] = object{"type": "array", "items": object{"type": "object"}}
+	props["topologySpreadConstraints"] = object{"type": "array", "items": object{"type": "object"}}
+	// An int or a percentage, as the PodDisruptionBudget API takes them.
+	pdb := props["podDisruptionBudget"].(object)["properties"].(object)
+	for _, k := range []string{"minAvailable", "maxUnavailable"} {
+		pdb[k] = object{"type": []string{"integer", "string"}}
+	}
 	raw, err := json.MarshalIndent(root, "", "  ")
 	if err != nil {
 		return nil, err

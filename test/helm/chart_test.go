@@ -167,7 +167,7 @@ func replaceNamespace(v any) {
 	case map[string]any:
 		for k, sub := range v {
 			if s, ok := sub.(string); ok {
-				v[k] = replaceIn(s)
+				v[k] = replaceIn(k, s)
 			} else {
 				replaceNamespace(sub)
 			}
@@ -175,7 +175,7 @@ func replaceNamespace(v any) {
 	case []any:
 		for i, sub := range v {
 			if s, ok := sub.(string); ok {
-				v[i] = replaceIn(s)
+				v[i] = replaceIn("", s)
 			} else {
 				replaceNamespace(sub)
 			}
@@ -183,8 +183,18 @@ func replaceNamespace(v any) {
 	}
 }
 
-func replaceIn(s string) string {
-	return strings.ReplaceAll(s, helmchart.InstallNamespace, releaseNamespace)
+// replaceIn swaps the install namespace where config/ uses it as one: a namespace field, a Service's DNS name,
+// and a cert-manager <namespace>/<certificate> reference. The namespace is also the value of
+// app.kubernetes.io/name and the stem of every object's name, which stay.
+func replaceIn(key, s string) string {
+	ns := helmchart.InstallNamespace
+	switch {
+	case key == "namespace" && s == ns:
+		return releaseNamespace
+	case key == "cert-manager.io/inject-ca-from" && strings.HasPrefix(s, ns+"/"):
+		return releaseNamespace + strings.TrimPrefix(s, ns)
+	}
+	return strings.ReplaceAll(s, "."+ns+".svc", "."+releaseNamespace+".svc")
 }
 
 // TestValuesReachTheObjects: every non-default value shows up where it should, and each config entry becomes the
@@ -370,4 +380,60 @@ func TestDefaultInstallNeedsNoCertManager(t *testing.T) {
 	}
 	_, err = renderOn(t, map[string]any{"webhook": map[string]any{"certificates": map[string]any{"source": "cert-manager"}}})
 	g.Expect(err).To(MatchError(And(ContainSubstring("webhook.certificates.source"), ContainSubstring("install cert-manager first"))))
+}
+
+// TestConventionalValues: the values Helm users expect from an operator chart reach their objects: an image by
+// digest, topology spread, a PodDisruptionBudget, and the labels and interval a label-selecting Prometheus
+// (kube-prometheus-stack's `release`) needs.
+func TestConventionalValues(t *testing.T) {
+	g := NewWithT(t)
+	spread := []any{map[string]any{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+		"whenUnsatisfiable": "ScheduleAnyway", "labelSelector": map[string]any{"matchLabels": map[string]any{"control-plane": "controller-manager"}}}}
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	rendered, err := render(t, map[string]any{
+		"image":                     map[string]any{"digest": digest},
+		"topologySpreadConstraints": spread,
+		"podDisruptionBudget":       map[string]any{"enabled": true, "maxUnavailable": "50%"},
+		"monitoring": map[string]any{
+			"serviceMonitor":  map[string]any{"enabled": true, "labels": map[string]any{"release": "kps"}, "interval": "30s"},
+			"prometheusRules": map[string]any{"enabled": true, "labels": map[string]any{"release": "kps"}},
+		},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	d := find(rendered, "Deployment", "quartet-operator-controller-manager")
+	pod, _, _ := unstructured.NestedMap(d.Object, "spec", "template", "spec")
+	g.Expect(pod["containers"].([]any)[0]).To(HaveKeyWithValue("image", "ghcr.io/quartet-dev/quartet-operator@"+digest))
+	g.Expect(normalized(pod["topologySpreadConstraints"])).To(Equal(normalized(spread)))
+
+	pdb := find(rendered, "PodDisruptionBudget", "quartet-operator-controller-manager")
+	g.Expect(pdb).NotTo(BeNil())
+	g.Expect(pdb.Object["spec"]).To(HaveKeyWithValue("maxUnavailable", "50%"))
+	g.Expect(pdb.Object["spec"]).NotTo(HaveKey("minAvailable"))
+	selector, _, _ := unstructured.NestedStringMap(pdb.Object, "spec", "selector", "matchLabels")
+	podLabels, _, _ := unstructured.NestedStringMap(d.Object, "spec", "template", "metadata", "labels")
+	for k, v := range selector {
+		g.Expect(podLabels).To(HaveKeyWithValue(k, v), "the budget selects the manager's pods")
+	}
+
+	monitors, rules := 0, 0
+	for _, u := range rendered {
+		switch u.GetKind() {
+		case "ServiceMonitor":
+			monitors++
+			g.Expect(u.GetLabels()).To(HaveKeyWithValue("release", "kps"), u.GetName())
+			endpoints, _, _ := unstructured.NestedSlice(u.Object, "spec", "endpoints")
+			for _, e := range endpoints {
+				g.Expect(e).To(HaveKeyWithValue("interval", "30s"), u.GetName())
+			}
+		case "PrometheusRule":
+			rules++
+			g.Expect(u.GetLabels()).To(HaveKeyWithValue("release", "kps"), u.GetName())
+		}
+	}
+	g.Expect([]int{monitors, rules}).To(Equal([]int{2, 4}))
+
+	// Without the budget value, no budget.
+	rendered, err = render(t, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(find(rendered, "PodDisruptionBudget", "quartet-operator-controller-manager")).To(BeNil())
 }

@@ -6,8 +6,13 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 
+{{/* The manager image: by digest when image.digest is set (a pinned, verifiable image), else by tag. */}}
 {{- define "quartet-operator.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default (printf "v%s" .Chart.AppVersion) }}
+{{- end -}}
 {{- end -}}
 
 {{/* The Secret the webhook server reads its certificate from. */}}
