@@ -48,7 +48,8 @@ type written struct {
 // pipeline carries this CR's marker (a CR that lost status.id re-adopts its own pipeline), or when p carries
 // import-mode adopt, has never owned a pipeline, and the pipeline is neither Grafana-sourced nor marked by another
 // CR (adoptable). A discovered CR that never owned its pipeline only adopts: it never creates one, so a CR
-// discovered next to the pipeline's real owner cannot bring it back after that owner deleted it.
+// discovered next to the pipeline's real owner cannot bring it back after that owner deleted it. A refusal
+// remembers the pipeline holding the name (nameConflicts), so the next try reads only that one pipeline.
 func (r *PipelineReconciler) write(ctx context.Context, fc *fleetclient.Client, p *fleetv1alpha1.Pipeline, name string) (written, error) {
 	marker := pipelines.MarkerFor(r.Cluster, p)
 	desired := pipelines.ToProto(p, name)
