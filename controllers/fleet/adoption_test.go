@@ -219,4 +219,11 @@ func TestTenantCannotSetAnotherTenantsAttributeValue(t *testing.T) {
 	g.Expect(erin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "keep"}, got)).To(Succeed())
 	got.Spec.Attributes["team"] = "b"
 	g.Expect(apierrors.IsForbidden(erin.Update(ctx, got))).To(BeTrue())
+	// A sync admitted without the confining key cannot be given it later either.
+	sync := &fleetv1alpha1.ExternalAttributeSync{}
+	g.Expect(erin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "racks"}, sync)).To(Succeed())
+	sync.Spec.Mapping.AttributeFields["team"] = "owner_team"
+	err = erin.Update(ctx, sync)
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+	g.Expect(err).To(MatchError(ContainSubstring("spec.mapping.attributeFields[team]")))
 }

@@ -5,14 +5,17 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	collectorv1 "github.com/grafana/fleet-management-api/api/gen/proto/go/collector/v1"
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/quartet-dev/quartet-operator/apis/fleet/v1alpha1"
+	"github.com/quartet-dev/quartet-operator/internal/fleet/fleetserver"
 )
 
 // collectorWebhook is the validating webhook that refuses a second claim on a collector ID.
@@ -119,4 +122,55 @@ func TestTwoCollectorsAdmittedWithoutTheWebhookTheYoungerIsConflicted(t *testing
 		g.Expect(meta.IsStatusConditionFalse(got.Status.Conditions, fleetv1alpha1.ConditionConflicted)).To(BeTrue())
 		g.Expect(srv.Collector(id).GetRemoteAttributes()).To(HaveKeyWithValue("team", "b"))
 	}, 2*time.Minute).Should(Succeed())
+}
+
+// The hand-off of a collector ID: the holder is deleted while its finalizer cannot remove its keys (Fleet answers
+// 503), a second Collector of that ID takes over and claims one of those keys with the same value (nothing to
+// write, so Fleet already holds what it wants). When the finalizer's removal finally goes through it removes only
+// the key nobody took over, never the new holder's.
+func TestCollectorHandOffNeverStripsTheNewHoldersKeys(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	bypassCollectorWebhook(t, g, ns)
+	id := ns + "-handed-over"
+	srv.PutCollector(&collectorv1.Collector{Id: id, Name: "handed", CollectorType: collectorv1.CollectorType_COLLECTOR_TYPE_ALLOY})
+	t.Cleanup(func() { srv.RemoveCollector(id) })
+
+	old := &fleetv1alpha1.Collector{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "old", Labels: map[string]string{bypassLabel: "true"}},
+		Spec: fleetv1alpha1.CollectorSpec{ID: id, RemoteAttributes: map[string]string{"team": "a", "rack": "r1"}}}
+	g.Expect(env.Client.Create(ctx, old)).To(Succeed())
+	oldKey := client.ObjectKeyFromObject(old)
+	g.Eventually(func(g Gomega) { collectorReady(g, oldKey) }).Should(Succeed())
+	g.Expect(srv.Collector(id).GetRemoteAttributes()).To(Equal(map[string]string{"team": "a", "rack": "r1"}))
+
+	srv.InjectFault(fleetserver.Fault{Method: "BulkUpdateCollectors", Code: connect.CodeUnavailable})
+	t.Cleanup(srv.ClearFaults)
+	g.Expect(env.Client.Delete(ctx, old)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := &fleetv1alpha1.Collector{}
+		g.Expect(env.Client.Get(ctx, oldKey, got)).To(Succeed())
+		ready := meta.FindStatusCondition(got.Status.Conditions, fleetv1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Reason).To(Equal(fleetv1alpha1.ReasonDeleteFailed))
+	}).Should(Succeed())
+
+	successor := &fleetv1alpha1.Collector{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "successor", Labels: map[string]string{bypassLabel: "true"}},
+		Spec: fleetv1alpha1.CollectorSpec{ID: id, RemoteAttributes: map[string]string{"team": "a"}}}
+	g.Expect(env.Client.Create(ctx, successor)).To(Succeed())
+	successorKey := client.ObjectKeyFromObject(successor)
+	g.Eventually(func(g Gomega) {
+		got := collectorReady(g, successorKey)
+		g.Expect(got.Status.AttributeOwners).To(ContainElement(HaveField("Key", "team")))
+	}).Should(Succeed())
+
+	// Fleet recovers: the retrying finalizer removes what only the old holder owned, then lets go.
+	srv.ClearFaults()
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, oldKey, &fleetv1alpha1.Collector{}))
+	}, time.Minute).Should(BeTrue())
+	g.Consistently(func(g Gomega) {
+		g.Expect(srv.Collector(id).GetRemoteAttributes()).To(Equal(map[string]string{"team": "a"}), "rack removed, team kept")
+	}, 2*time.Second).Should(Succeed())
+	collectorReady(g, successorKey)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -67,6 +68,10 @@ type PipelineReconciler struct {
 	// ReadOnlyPoll is how often a read-only Pipeline that no discovery refreshes mirrors its Fleet pipeline;
 	// 0 means 5 minutes.
 	ReadOnlyPoll time.Duration
+	// NameTakenRetry is the first wait before a Pipeline whose name another Pipeline CR of this cluster holds looks
+	// again; the waits then double up to NameTakenRequeue. 0 means RateLimitedRequeue (tests shorten it).
+	NameTakenRetry time.Duration
+	conflicts      nameConflicts
 }
 
 // +kubebuilder:rbac:groups=fleetmanagement.grafana.com,resources=pipelines,verbs=get;list;watch;update;patch
@@ -81,9 +86,13 @@ type PipelineReconciler struct {
 func (r *PipelineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	p := &fleetv1alpha1.Pipeline{}
 	if err := r.Get(ctx, req.NamespacedName, p); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.conflicts.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !p.DeletionTimestamp.IsZero() {
+		r.conflicts.forget(req.NamespacedName)
 		return r.finalize(ctx, p)
 	}
 	mode := pipelines.ModeOf(p)

@@ -413,6 +413,8 @@ func TestPipeline5xxIsRetriedWithBackoff(t *testing.T) {
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
 	g.Eventually(func(g Gomega) { synced(g, client.ObjectKeyFromObject(p)) }).Should(Succeed())
 	g.Expect(upserts(ns+"-flaky")).To(HaveLen(3), "two 503s, then the success")
-	g.Eventually(func(g Gomega) { g.Expect(eventReasons(g, ns, "flaky")).To(ContainElements(fleetv1alpha1.ReasonSyncFailed, "Created")) }).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(eventReasons(g, ns, "flaky")).To(ContainElements(fleetv1alpha1.ReasonSyncFailed, "Created"))
+	}).Should(Succeed())
 	g.Expect(before.delta(g, "fleet_api_errors_total", map[string]string{"operation": "CreatePipeline", "status": "503"})).To(Equal(2.0))
 }

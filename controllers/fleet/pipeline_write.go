@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/quartet-dev/quartet-operator/apis/fleet/v1alpha1"
 	fleetclient "github.com/quartet-dev/quartet-operator/internal/fleet/client"
@@ -47,7 +48,8 @@ type written struct {
 // pipeline carries this CR's marker (a CR that lost status.id re-adopts its own pipeline), or when p carries
 // import-mode adopt, has never owned a pipeline, and the pipeline is neither Grafana-sourced nor marked by another
 // CR (adoptable). A discovered CR that never owned its pipeline only adopts: it never creates one, so a CR
-// discovered next to the pipeline's real owner cannot bring it back after that owner deleted it.
+// discovered next to the pipeline's real owner cannot bring it back after that owner deleted it. A refusal
+// remembers the pipeline holding the name (nameConflicts), so the next try reads only that one pipeline.
 func (r *PipelineReconciler) write(ctx context.Context, fc *fleetclient.Client, p *fleetv1alpha1.Pipeline, name string) (written, error) {
 	marker := pipelines.MarkerFor(r.Cluster, p)
 	desired := pipelines.ToProto(p, name)
@@ -64,9 +66,15 @@ func (r *PipelineReconciler) write(ctx context.Context, fc *fleetclient.Client, 
 		// The pipeline vanished (deleted in Fleet): create it again under a new ID.
 		w.recreate, desired.Id = true, nil
 	}
-	var id string
-	if p.Annotations[fleetv1alpha1.AnnotationPipelineDiscoveredBy] != "" && !established {
-		var err error
+	key := client.ObjectKeyFromObject(p)
+	id, existing, err := r.conflicts.recheck(ctx, fc, key, p.UID, name)
+	if err != nil {
+		return w, err
+	}
+	switch {
+	case existing != nil:
+		// The pipeline that held the name last time still holds it: decided again below from this one read.
+	case p.Annotations[fleetv1alpha1.AnnotationPipelineDiscoveredBy] != "" && !established:
 		if id, err = fc.GetPipelineID(ctx, name); fleetclient.IsNotFound(err) {
 			return w, &errRefused{reason: fleetv1alpha1.ReasonPipelineGone, msg: fmt.Sprintf("Fleet pipeline %q is gone; "+
 				"this Pipeline was discovered and never owned it, so it does not create it again (its discovery marks or "+
@@ -74,7 +82,7 @@ func (r *PipelineReconciler) write(ctx context.Context, fc *fleetclient.Client, 
 		} else if err != nil {
 			return w, err
 		}
-	} else {
+	default:
 		res, err := fc.CreatePipeline(ctx, desired)
 		if err == nil {
 			w.res, w.created = res, true
@@ -87,16 +95,19 @@ func (r *PipelineReconciler) write(ctx context.Context, fc *fleetclient.Client, 
 			return w, err
 		}
 	}
-	existing, err := fc.GetPipeline(ctx, id)
-	if err != nil {
-		return w, err
+	if existing == nil {
+		if existing, err = fc.GetPipeline(ctx, id); err != nil {
+			return w, err
+		}
 	}
 	owned := pipelines.OwnedBy(existing, marker)
 	if !owned {
 		if refused := r.refuseAdoption(p, existing, name, established); refused != nil {
+			r.conflicts.remember(key, nameConflict{uid: p.UID, name: name, id: id})
 			return w, refused
 		}
 	}
+	r.conflicts.forget(key)
 	desired.Id = &id
 	w.res, err = fc.UpdatePipeline(ctx, desired)
 	w.adopted = !owned
@@ -185,7 +196,11 @@ func (r *PipelineReconciler) upsert(ctx context.Context, p *fleetv1alpha1.Pipeli
 			// Another CR of this cluster (mid-rename or mid-delete, or a leftover marker): soon at first, then
 			// backing off, so that ten such Pipelines cannot spend the whole rate budget.
 			since := time.Since(meta.FindStatusCondition(p.Status.Conditions, fleetv1alpha1.ConditionReady).LastTransitionTime.Time)
-			return ctrl.Result{RequeueAfter: pipelines.BackoffSince(since, RateLimitedRequeue, NameTakenRequeue)}, nil
+			first := r.NameTakenRetry
+			if first <= 0 {
+				first = RateLimitedRequeue
+			}
+			return ctrl.Result{RequeueAfter: pipelines.BackoffSince(since, first, NameTakenRequeue)}, nil
 		}
 		return ctrl.Result{RequeueAfter: NameTakenRequeue}, nil
 	case fleetclient.IsRateLimited(err):

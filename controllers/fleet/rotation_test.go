@@ -3,11 +3,15 @@ package fleet_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
+	collectorv1 "github.com/grafana/fleet-management-api/api/gen/proto/go/collector/v1"
 	pipelinev1 "github.com/grafana/fleet-management-api/api/gen/proto/go/pipeline/v1"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/quartet-dev/quartet-operator/apis/fleet/v1alpha1"
@@ -52,4 +56,38 @@ func TestRotatedTokenUnblocksAPipelineFinalizer(t *testing.T) {
 		}
 	}
 	g.Expect(refused).To(BeNumerically("<=", 1), "DeletePipeline %s answered 401 %d times", got.Status.ID, refused)
+}
+
+func TestRotatedTokenUnblocksACollectorFinalizer(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	id := ns + "-teardown"
+	srv.PutCollector(&collectorv1.Collector{Id: id, Name: "teardown", CollectorType: collectorv1.CollectorType_COLLECTOR_TYPE_ALLOY,
+		RemoteAttributes: map[string]string{"set-in-ui": "keep"}})
+	t.Cleanup(func() { srv.RemoveCollector(id) })
+	c := &fleetv1alpha1.Collector{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "teardown"},
+		Spec: fleetv1alpha1.CollectorSpec{ID: id, RemoteAttributes: map[string]string{"rack": "r7"}}}
+	g.Expect(env.Client.Create(ctx, c)).To(Succeed())
+	key := client.ObjectKeyFromObject(c)
+	g.Eventually(func(g Gomega) { collectorReady(g, key) }).Should(Succeed())
+	g.Expect(srv.Collector(id).GetRemoteAttributes()).To(HaveKeyWithValue("rack", "r7"))
+
+	// Counted from here: an earlier test's rotation back may have cost this test's setup a 401 of its own.
+	rotated := time.Now()
+	rotateToken(t, g, "glc_rotated_for_collector_teardown")
+	g.Expect(env.Client.Delete(ctx, c)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, key, &fleetv1alpha1.Collector{}))
+	}).Should(BeTrue(), "the finalizer finished with the rotated token")
+	g.Expect(srv.Collector(id).GetRemoteAttributes()).To(Equal(map[string]string{"set-in-ui": "keep"}), "only its own key removed")
+	// The first call of the finalizer met the old token; that 401 alone rebuilt the client.
+	var refused int
+	for _, call := range srv.Calls() {
+		if r, ok := call.Request.(*collectorv1.GetCollectorRequest); ok && r.GetId() == id && call.Code == connect.CodeUnauthenticated &&
+			!call.At.Before(rotated) {
+			refused++
+		}
+	}
+	g.Expect(refused).To(BeNumerically("<=", 1), "GetCollector %s answered 401 %d times", id, refused)
 }

@@ -56,6 +56,8 @@ func TestMain(m *testing.M) {
 			o.EnforceTenantPolicies, o.EnforceCrossNamespaceDiscoveryAuthz = true, true
 			// Short, so drift_test.go sees a repair within seconds; one ListPipelines per interval.
 			o.FleetDriftInterval = 2 * time.Second
+			// Short, so budget_test.go sees several retries of a self-caused NameTaken back off within seconds.
+			o.FleetNameTakenRetry = time.Second
 		},
 	})
 	srv.Close()

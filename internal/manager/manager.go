@@ -130,6 +130,9 @@ type Options struct {
 	// FleetDriftInterval is how often managed Fleet pipelines are compared with Fleet and repaired; 0 means 10m,
 	// a negative value never.
 	FleetDriftInterval time.Duration
+	// FleetNameTakenRetry is the first wait of a Pipeline refused because another Pipeline of this cluster holds
+	// its Fleet name (doubling from there to 5m); 0 means 10s (tests only; no flag).
+	FleetNameTakenRetry time.Duration
 	// SyncTargetRate and SyncTargetBurst size the per-host rate limiter of ExternalAttributeSync HTTP sources.
 	SyncTargetRate  float64
 	SyncTargetBurst int
@@ -393,7 +396,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			SSRFAllow: externalAllow, SSRFAllowForTesting: o.SSRFAllowForTesting,
 			EnforceTenantPolicies: o.EnforceTenantPolicies, EnforceCrossNamespaceDiscoveryAuthz: o.EnforceCrossNamespaceDiscoveryAuthz,
 			EnforceSecretUseAuthz: o.EnforceSecretUseAuthz, ClusterID: o.FleetClusterID,
-			DriftInterval: o.FleetDriftInterval,
+			DriftInterval: o.FleetDriftInterval, NameTakenRetry: o.FleetNameTakenRetry,
 		},
 		Registry: registrySettings,
 		PeerDial: peerDial,

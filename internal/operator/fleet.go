@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	pipelinev1 "github.com/grafana/fleet-management-api/api/gen/proto/go/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -52,6 +51,8 @@ type FleetSettings struct {
 	ClusterID string
 	// DriftInterval is --fleet-drift-interval.
 	DriftInterval time.Duration
+	// NameTakenRetry is the first wait of a Pipeline whose name another Pipeline of this cluster holds (tests only).
+	NameTakenRetry time.Duration
 }
 
 // clusterID is the cluster identity of the pipeline ownership marker: the flag, else the UID of kube-system,
@@ -75,57 +76,55 @@ func (s FleetSettings) tenancy(mgr ctrl.Manager) *fleetwebhooks.Tenancy {
 		EnforceSecretUse:  s.EnforceSecretUseAuthz,
 		PipelineNameScope: s.PipelineNameScope,
 		PipelineMatchers: func(ctx context.Context, name string) ([]string, bool, error) {
-			p, err := admissionProvider(mgr, s)
-			if err != nil {
-				return nil, false, err
-			}
-			fc, err := p.Client(ctx)
-			if err != nil {
-				return nil, false, err
-			}
-			id, err := fc.GetPipelineID(ctx, name)
-			var fp *pipelinev1.Pipeline
-			if err == nil {
-				fp, err = fc.GetPipeline(ctx, id)
-			}
-			if fleetclient.IsNotFound(err) {
-				return nil, false, nil
-			}
-			if err != nil {
-				if fleetclient.IsUnauthenticated(err) {
-					p.Invalidate()
+			return admissionLookup(ctx, mgr, s, func(fc *fleetclient.Client) ([]string, error) {
+				id, err := fc.GetPipelineID(ctx, name)
+				if err != nil {
+					return nil, err
 				}
-				return nil, false, err
-			}
-			return fp.GetMatchers(), true, nil
+				fp, err := fc.GetPipeline(ctx, id)
+				return fp.GetMatchers(), err
+			})
 		},
 		Collectors: func(ctx context.Context, id string) (map[string]string, bool, error) {
-			p, err := admissionProvider(mgr, s)
-			if err != nil {
-				return nil, false, err
-			}
-			fc, err := p.Client(ctx)
-			if err != nil {
-				return nil, false, err
-			}
-			col, err := fc.GetCollector(ctx, id)
-			if fleetclient.IsNotFound(err) {
-				return nil, false, nil
-			}
-			if err != nil {
-				if fleetclient.IsUnauthenticated(err) {
-					p.Invalidate()
+			return admissionLookup(ctx, mgr, s, func(fc *fleetclient.Client) (map[string]string, error) {
+				col, err := fc.GetCollector(ctx, id)
+				if err != nil {
+					return nil, err
 				}
-				return nil, false, err
-			}
-			attrs := maps.Clone(col.GetLocalAttributes())
-			if attrs == nil {
-				attrs = map[string]string{}
-			}
-			maps.Copy(attrs, col.GetRemoteAttributes())
-			return attrs, true, nil
+				attrs := maps.Clone(col.GetLocalAttributes())
+				if attrs == nil {
+					attrs = map[string]string{}
+				}
+				maps.Copy(attrs, col.GetRemoteAttributes())
+				return attrs, nil
+			})
 		},
 	}
+}
+
+// admissionLookup runs one Fleet read of an admission check with the webhooks' own client (and token bucket):
+// found is false, without error, when Fleet answers not_found; a 401 drops the cached client, so the next
+// admission reads the rotated credentials Secret.
+func admissionLookup[T any](ctx context.Context, mgr ctrl.Manager, s FleetSettings, read func(*fleetclient.Client) (T, error)) (out T, found bool, err error) {
+	p, err := admissionProvider(mgr, s)
+	if err != nil {
+		return out, false, err
+	}
+	fc, err := p.Client(ctx)
+	if err != nil {
+		return out, false, err
+	}
+	got, err := read(fc)
+	switch {
+	case fleetclient.IsNotFound(err):
+		return out, false, nil
+	case err != nil:
+		if fleetclient.IsUnauthenticated(err) {
+			p.Invalidate()
+		}
+		return out, false, err
+	}
+	return got, true, nil
 }
 
 // guard is the SSRF guard of the sync controller and webhook.
@@ -223,12 +222,13 @@ func fleetControllers() []Controller {
 					return err
 				}
 				return (&fleetcontrollers.PipelineReconciler{
-					Client:        mgr.GetClient(),
-					Recorder:      mgr.GetEventRecorder(fleetcontrollers.PipelineControllerName),
-					Fleet:         provider,
-					NameScope:     scope,
-					Cluster:       cluster,
-					DriftInterval: d.Fleet.DriftInterval,
+					Client:         mgr.GetClient(),
+					Recorder:       mgr.GetEventRecorder(fleetcontrollers.PipelineControllerName),
+					Fleet:          provider,
+					NameScope:      scope,
+					Cluster:        cluster,
+					DriftInterval:  d.Fleet.DriftInterval,
+					NameTakenRetry: d.Fleet.NameTakenRetry,
 				}).SetupWithManager(ctx, mgr)
 			},
 		},
