@@ -41,6 +41,8 @@ type RegistrySettings struct {
 	// ListenToolChanges keeps one notification stream per agent whose server offers tools.listChanged and
 	// re-lists on each announcement (registration.Adapter.ListenForToolChanges).
 	ListenToolChanges bool
+	// MaxEntriesPerNamespace caps the entries of one namespace (registry.DefaultMaxEntriesPerNamespace when zero).
+	MaxEntriesPerNamespace int
 	// SweepInterval overrides registry.SweepInterval (tests only).
 	SweepInterval time.Duration
 	// TokenSecret is "namespace/name" (or "name" in Namespace) of a Secret whose key "token" authorizes
@@ -109,7 +111,7 @@ func startRegistry(mgr ctrl.Manager, s RegistrySettings, dial *devdial.Map) (*re
 	}
 	log := mgr.GetLogger().WithName("agentrax-registry")
 	reg := registry.New(registry.Options{DefaultTTL: ttl, Persister: &cmstore.Store{Client: c, Namespace: s.Namespace},
-		Log: log})
+		MaxEntriesPerNamespace: s.MaxEntriesPerNamespace, Log: log})
 	auth, err := s.authenticator(mgr, c)
 	if err != nil {
 		return nil, err

@@ -312,3 +312,32 @@ func TestStateSizeBudget(t *testing.T) {
 		Tools: tools})
 	g.Expect(err).NotTo(HaveOccurred())
 }
+
+// One namespace cannot fill the registry: a registration beyond the per-namespace cap answers 507 naming the
+// namespace, while other namespaces still register and updates of the namespace's registered agents pass.
+func TestPerNamespaceEntryCap(t *testing.T) {
+	g := NewWithT(t)
+	r := New(Options{MaxEntries: 10, MaxEntriesPerNamespace: 2})
+	r.SetLeader(true)
+	srv := httptest.NewServer(Handler(r, StaticToken(testToken)))
+	defer srv.Close()
+	c := apiClient{t: t, url: srv.URL}
+	for _, name := range []string{"x", "y"} {
+		status, _, body := c.do("POST", "/agents", testToken, postBody(name))
+		g.Expect(status).To(Equal(http.StatusCreated), string(body))
+	}
+	status, _, body := c.do("POST", "/agents", testToken, postBody("z"))
+	g.Expect(status).To(Equal(http.StatusInsufficientStorage), string(body))
+	g.Expect(string(body)).To(ContainSubstring(`2 agents of namespace \"a\" registered, the maximum per namespace`))
+	status, _, body = c.do("POST", "/agents", testToken, postBody("x", "new-tool"))
+	g.Expect(status).To(Equal(http.StatusOK), string(body))
+	_, err := r.Register(context.Background(), Entry{Namespace: "b", Name: "z", Endpoint: "http://z.b.svc:8080/mcp"})
+	g.Expect(err).NotTo(HaveOccurred(), "another namespace still has room")
+	// A removal frees the namespace's room.
+	_, err = r.Deregister(context.Background(), Key{Namespace: "a", Name: "y"})
+	g.Expect(err).NotTo(HaveOccurred())
+	status, _, body = c.do("POST", "/agents", testToken, postBody("z"))
+	g.Expect(status).To(Equal(http.StatusCreated), string(body))
+	// The default leaves no namespace more than a quarter of the registry.
+	g.Expect(New(Options{}).opts.MaxEntriesPerNamespace).To(Equal(DefaultMaxEntries / 4))
+}
