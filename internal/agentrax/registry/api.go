@@ -19,7 +19,7 @@ const MaxBodyBytes = 64 << 10
 // Handler returns the registry's HTTP API. Writes go through auth; a nil auth rejects every write (there is
 // no unauthenticated mode).
 func Handler(r *Registry, auth Authenticator) http.Handler {
-	a := &api{r: r, auth: auth}
+	a := &api{r: r, auth: auth, failures: newFailureLimiter(r.opts.Clock)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /agents", a.listAgents)
 	mux.HandleFunc("GET /agents/{ns}/{name}", a.getAgent)
@@ -60,8 +60,9 @@ func (r *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
 func (r *statusRecorder) WriteHeader(status int)      { r.status = status }
 
 type api struct {
-	r    *Registry
-	auth Authenticator
+	r        *Registry
+	auth     Authenticator
+	failures *failureLimiter
 }
 
 // bufPool recycles the list response buffers (the benchmark's hot path).
@@ -105,8 +106,17 @@ func (a *api) write(next func(http.ResponseWriter, *http.Request, Identity)) htt
 			writeError(w, http.StatusUnauthorized, "a bearer token is required")
 			return
 		}
+		addr := clientAddr(req)
+		if wait := a.failures.wait(addr); wait > 0 {
+			w.Header().Set("Retry-After", retryAfter(wait))
+			writeError(w, http.StatusTooManyRequests, "too many failed authentications from this address; retry later")
+			return
+		}
 		id, err := a.auth.Authenticate(req.Context(), token)
 		if err != nil {
+			if errors.Is(err, ErrUnauthenticated) || errors.Is(err, ErrForbidden) {
+				a.failures.failed(addr)
+			}
 			switch {
 			case errors.Is(err, ErrForbidden):
 				writeError(w, http.StatusForbidden, "this identity may not write to the registry")
