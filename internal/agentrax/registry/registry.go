@@ -63,7 +63,7 @@ type Options struct {
 	// MaxEntriesPerNamespace caps the agents of one namespace, so that one namespace cannot fill the registry;
 	// DefaultMaxEntriesPerNamespace when zero.
 	MaxEntriesPerNamespace int
-	Log        logr.Logger
+	Log                    logr.Logger
 }
 
 // liveness is what the leader knows between persisted changes: when the agent last answered and how many
