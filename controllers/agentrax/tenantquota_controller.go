@@ -118,7 +118,12 @@ func (r *TenantQuotaReconciler) countUsage(tq *agentraxv1alpha1.TenantQuota, ads
 		if ads[i].DeletionTimestamp != nil && quota.Find(settled, ads[i].Name) < 0 {
 			continue
 		}
-		u = u.Add(quota.DemandOf(&ads[i], r.GPUResource))
+		d := quota.DemandOf(&ads[i], r.GPUResource)
+		if j := quota.Find(settled, ads[i].Name); j >= 0 && d.Canary {
+			// The canary never grows past its reservation, which Settle holds within the quota.
+			d = quota.Settle(d, settled[j], tq.Spec, quota.LedgerUsage(settled, ads[i].Name))
+		}
+		u = u.Add(d)
 		perAgentMax = max(perAgentMax, ads[i].Spec.Replicas.Max)
 	}
 	tq.Status.UsedAgents, tq.Status.UsedGPUs, tq.Status.UsedTotalReplicas = u.Agents, u.GPUs, u.Replicas
@@ -152,6 +157,11 @@ func (r *TenantQuotaReconciler) settleLedger(ctx context.Context, tq *agentraxv1
 		stored = nil
 	}
 	ledger := append([]agentraxv1alpha1.Reservation(nil), stored...)
+	// settled is what res is brought to for ad: its demand, with a canary charge that grew outside admission
+	// (the stable scaled up) raised only into the room the other reservations leave.
+	settled := func(ad *agentraxv1alpha1.AgentDeployment, res agentraxv1alpha1.Reservation) quota.Demand {
+		return quota.Settle(quota.DemandOf(ad, r.GPUResource), res, tq.Spec, quota.LedgerUsage(ledger, res.Name))
+	}
 	soonest := func(wait time.Duration) {
 		if requeue == 0 || wait < requeue {
 			requeue = wait
@@ -178,7 +188,7 @@ func (r *TenantQuotaReconciler) settleLedger(ctx context.Context, tq *agentraxv1
 			}
 			continue
 		}
-		if ad != nil && matches(res, quota.DemandOf(ad, r.GPUResource)) {
+		if ad != nil && matches(res, settled(ad, res)) {
 			continue
 		}
 		if age := now.Sub(res.ReservedAt.Time); age < grace {
@@ -197,7 +207,7 @@ func (r *TenantQuotaReconciler) settleLedger(ctx context.Context, tq *agentraxv1
 		case err != nil:
 			return 0, err
 		default:
-			d := quota.DemandOf(fresh, r.GPUResource)
+			d := settled(fresh, res)
 			ledger = quota.Upsert(ledger, agentraxv1alpha1.Reservation{Name: res.Name, Replicas: d.Replicas, GPUs: d.GPUs, ReservedAt: res.ReservedAt})
 		}
 	}
