@@ -52,6 +52,29 @@ var ErrHandshake = errors.New("MCP handshake failed")
 // Register discovers the agent's tools and registers it (a write only when something changed). Called when
 // the agent becomes Running with mcp.expose, and again after a canary promotion (the tools may have changed).
 func (r *Registrar) Register(ctx context.Context, a *Agent) (Entry, error) {
+	e, err := r.discover(ctx, a)
+	if err != nil {
+		return Entry{}, err
+	}
+	if _, err := r.Registry.Register(ctx, e); err != nil {
+		return Entry{}, err
+	}
+	stored, _ := r.Registry.Get(e.Key())
+	return stored, nil
+}
+
+// Relist discovers the agent's tools again and updates its entry only if it is still registered
+// (ErrNotRegistered otherwise): a tool-change announcement never brings back an entry that was removed.
+func (r *Registrar) Relist(ctx context.Context, a *Agent) error {
+	e, err := r.discover(ctx, a)
+	if err != nil {
+		return err
+	}
+	return r.Registry.Refresh(ctx, e)
+}
+
+// discover runs the MCP handshake and tools/list and builds the agent's managed entry.
+func (r *Registrar) discover(ctx context.Context, a *Agent) (Entry, error) {
 	endpoint := a.Endpoint()
 	res, err := r.Client.Discover(ctx, endpoint)
 	if err != nil {
@@ -64,11 +87,7 @@ func (r *Registrar) Register(ctx context.Context, a *Agent) (Entry, error) {
 	if err := e.Validate(); err != nil {
 		return Entry{}, fmt.Errorf("%w: %s: %w", ErrHandshake, endpoint, err)
 	}
-	if _, err := r.Registry.Register(ctx, e); err != nil {
-		return Entry{}, err
-	}
-	stored, _ := r.Registry.Get(e.Key())
-	return stored, nil
+	return e, nil
 }
 
 // Heartbeat probes the agent without leaving a session behind and records the outcome. An agent that

@@ -249,7 +249,22 @@ func (r *Registry) RegisterUnmanaged(ctx context.Context, e Entry) (created bool
 	return r.register(ctx, e, true)
 }
 
+// ErrNotRegistered is returned by Refresh when the entry is gone.
+var ErrNotRegistered = errors.New("registry: not registered")
+
+// Refresh is Register for an entry that must already exist: a relist after a tool-change announcement, which
+// may arrive after the entry was removed (strikes, deregistration, sweep) and must not bring it back. Checked
+// under the same lock as the write; an absent entry answers ErrNotRegistered and changes nothing.
+func (r *Registry) Refresh(ctx context.Context, e Entry) error {
+	_, err := r.registerMode(ctx, e, false, true)
+	return err
+}
+
 func (r *Registry) register(ctx context.Context, e Entry, unmanaged bool) (created bool, err error) {
+	return r.registerMode(ctx, e, unmanaged, false)
+}
+
+func (r *Registry) registerMode(ctx context.Context, e Entry, unmanaged, existingOnly bool) (created bool, err error) {
 	if !r.IsLeader() {
 		return false, ErrNotLeader
 	}
@@ -260,6 +275,10 @@ func (r *Registry) register(ctx context.Context, e Entry, unmanaged bool) (creat
 	now := r.opts.Clock.Now().UTC().Truncate(time.Second)
 	r.mu.Lock()
 	old, exists := r.entries[e.Key()]
+	if existingOnly && !exists {
+		r.mu.Unlock()
+		return false, fmt.Errorf("%w: %s", ErrNotRegistered, e.Key())
+	}
 	if unmanaged && exists && old.ManagedBy != "" {
 		r.mu.Unlock()
 		return false, &ManagedError{Key: e.Key(), Owner: old.ManagedBy}
