@@ -222,8 +222,8 @@ func TestSettle(t *testing.T) {
 		others Usage
 		want   Demand
 	}{
-		"no canary is taken as demanded":   {d: Demand{Replicas: 12}, held: res("a", 4, 0), others: Usage{Replicas: 15}, want: Demand{Replicas: 12}},
-		"a shrinking canary charge":        {d: canary(10, 2, 0), held: res("a", 16, 0), want: canary(10, 2, 0)},
+		"no canary is taken as demanded":    {d: Demand{Replicas: 12}, held: res("a", 4, 0), others: Usage{Replicas: 15}, want: Demand{Replicas: 12}},
+		"a shrinking canary charge":         {d: canary(10, 2, 0), held: res("a", 16, 0), want: canary(10, 2, 0)},
 		"a growing canary charge with room": {d: canary(10, 6, 0), held: res("a", 12, 0), others: Usage{Replicas: 4}, want: canary(10, 6, 0)},
 		"a growing canary charge grows only into the room": {d: canary(10, 8, 0), held: res("a", 12, 0),
 			others: Usage{Replicas: 5}, want: canary(10, 5, 0)},
