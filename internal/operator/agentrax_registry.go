@@ -131,7 +131,7 @@ func startRegistry(mgr ctrl.Manager, s RegistrySettings, dial *devdial.Map) (*re
 	adapter := &registration.Adapter{Interval: interval, RelistInterval: s.RelistInterval,
 		ProbeWorkers: registration.DefaultProbeWorkers, ProbeTimeout: registration.DefaultProbeTimeout,
 		ListenForToolChanges: s.ListenToolChanges,
-		Registrar:            &registry.Registrar{Registry: reg, Client: &mcp.Client{HTTP: dial.HTTPClient()}}}
+		Prober:               &registry.Prober{Registry: reg, Client: &mcp.Client{HTTP: dial.HTTPClient()}}}
 	// A leader-election runnable (the default): the listeners stop when this replica stops leading, with the
 	// reconciler that started them.
 	if err := mgr.Add(adapter); err != nil {

@@ -105,7 +105,7 @@ func (a *Adapter) listen(ctx context.Context, l *listener, k registry.Key, agent
 	wait := listenMinBackoff
 	for ctx.Err() == nil {
 		opened := time.Now()
-		err := a.Registrar.Client.ListenToolChanges(ctx, endpoint, a.ListenMaxAge, func() { a.relist(ctx, k, l.fingerprint, agent) })
+		err := a.Prober.Client.ListenToolChanges(ctx, endpoint, a.ListenMaxAge, func() { a.relist(ctx, k, l.fingerprint, agent) })
 		if errors.Is(err, mcp.ErrListChangedNotOffered) {
 			a.mu.Lock()
 			l.notOffered = true
@@ -134,7 +134,7 @@ func (a *Adapter) relist(ctx context.Context, k registry.Key, fp string, agent *
 	if ctx.Err() != nil {
 		return
 	}
-	if err := a.Registrar.Relist(ctx, agent); err != nil {
+	if err := a.Prober.Relist(ctx, agent); err != nil {
 		return
 	}
 	a.mu.Lock()

@@ -41,7 +41,7 @@ func TestAdapterRelistsOnToolsListChanged(t *testing.T) {
 				Status:     agentraxv1alpha1.AgentDeploymentStatus{StableVersion: "ghcr.io/org/planner:v1"},
 			}
 			adapter := &Adapter{Interval: time.Hour, RelistInterval: time.Hour, ListenForToolChanges: true,
-				Registrar: &registry.Registrar{Registry: reg, Client: dialThrough(t, "planner.team-a.svc:8080="+strings.TrimPrefix(url, "http://"))}}
+				Prober: &registry.Prober{Registry: reg, Client: dialThrough(t, "planner.team-a.svc:8080="+strings.TrimPrefix(url, "http://"))}}
 			done := make(chan error, 1)
 			go func() { done <- adapter.Start(ctx) }()
 			t.Cleanup(func() {
@@ -97,7 +97,7 @@ func TestAdapterDoesNotListenWhenTheServerDoesNotOfferListChanged(t *testing.T) 
 		Status:     agentraxv1alpha1.AgentDeploymentStatus{StableVersion: "ghcr.io/org/planner:v1"},
 	}
 	adapter := &Adapter{Interval: time.Hour, RelistInterval: time.Hour, ListenForToolChanges: true,
-		Registrar: &registry.Registrar{Registry: reg, Client: dialThrough(t, "planner.team-a.svc:8080="+strings.TrimPrefix(web.URL, "http://"))}}
+		Prober: &registry.Prober{Registry: reg, Client: dialThrough(t, "planner.team-a.svc:8080="+strings.TrimPrefix(web.URL, "http://"))}}
 	go func() { _ = adapter.Start(ctx) }()
 	_, err := adapter.Register(ctx, ad)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -121,7 +121,7 @@ func TestRelistNeverRecreatesADeletedEntry(t *testing.T) {
 		Status:     agentraxv1alpha1.AgentDeploymentStatus{StableVersion: "ghcr.io/org/planner:v1"},
 	}
 	adapter := &Adapter{Interval: time.Hour, RelistInterval: time.Hour,
-		Registrar: &registry.Registrar{Registry: reg, Client: dialThrough(t, "planner.team-a.svc:8080="+strings.TrimPrefix(agent.web.URL, "http://"))}}
+		Prober: &registry.Prober{Registry: reg, Client: dialThrough(t, "planner.team-a.svc:8080="+strings.TrimPrefix(agent.web.URL, "http://"))}}
 	key := registry.Key{Namespace: "team-a", Name: "planner"}
 	_, err := adapter.Register(ctx, ad)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -14,7 +14,7 @@ import (
 	"github.com/quartet-dev/quartet-operator/internal/agentrax/mcp"
 )
 
-// managedSetup registers team-a/planner through the Registrar (what the AgentDeployment reconciler does) and
+// managedSetup registers team-a/planner through the Prober (what the AgentDeployment reconciler does) and
 // serves the API with a writer allowed in team-a.
 func managedSetup(t *testing.T, opts *sdk.ServerOptions) (*Registry, apiClient) {
 	t.Helper()
@@ -26,7 +26,7 @@ func managedSetup(t *testing.T, opts *sdk.ServerOptions) (*Registry, apiClient) 
 			return &sdk.CallToolResult{}, nil
 		})
 	_, client := dialThrough(t, "planner.team-a.svc:8080="+agent.addr())
-	reg := &Registrar{Registry: r, Client: client}
+	reg := &Prober{Registry: r, Client: client}
 	_, err := reg.Register(context.Background(), &Agent{Namespace: "team-a", Name: "planner", Port: 8080})
 	if err != nil {
 		t.Fatal(err)
