@@ -41,6 +41,10 @@ type RegistrySettings struct {
 	// ListenToolChanges keeps one notification stream per agent whose server offers tools.listChanged and
 	// re-lists on each announcement (registration.Adapter.ListenForToolChanges).
 	ListenToolChanges bool
+	// TLSCertDir holds tls.crt and tls.key: the API then serves HTTPS only. Without it writes are refused
+	// unless PlaintextWrites (development only).
+	TLSCertDir      string
+	PlaintextWrites bool
 	// MaxEntriesPerNamespace caps the entries of one namespace (registry.DefaultMaxEntriesPerNamespace when zero).
 	MaxEntriesPerNamespace int
 	// SweepInterval overrides registry.SweepInterval (tests only).
@@ -117,7 +121,7 @@ func startRegistry(mgr ctrl.Manager, s RegistrySettings, dial *devdial.Map) (*re
 		return nil, err
 	}
 	svc := &cmstore.Service{Registry: reg, Addr: s.BindAddress, Auth: auth, Watcher: c, Namespace: s.Namespace,
-		SweepInterval: s.SweepInterval, Listening: s.Listening}
+		SweepInterval: s.SweepInterval, Listening: s.Listening, TLSCertDir: s.TLSCertDir, PlaintextWrites: s.PlaintextWrites}
 	if err := svc.AddTo(mgr); err != nil {
 		return nil, err
 	}

@@ -17,8 +17,9 @@ import (
 const testToken = "s3cret"
 
 type apiClient struct {
-	t   *testing.T
-	url string
+	t    *testing.T
+	url  string
+	http *http.Client // http.DefaultClient when nil
 }
 
 func (c apiClient) do(method, path, token, body string) (int, http.Header, []byte) {
@@ -30,7 +31,11 @@ func (c apiClient) do(method, path, token, body string) (int, http.Header, []byt
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	hc := c.http
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -41,9 +46,9 @@ func (c apiClient) do(method, path, token, body string) (int, http.Header, []byt
 
 func newTestAPI(t *testing.T) (*Registry, apiClient) {
 	r, _, _ := newTestRegistry()
-	srv := httptest.NewServer(Handler(r, StaticToken(testToken)))
+	srv := httptest.NewTLSServer(Handler(r, StaticToken(testToken)))
 	t.Cleanup(srv.Close)
-	return r, apiClient{t: t, url: srv.URL}
+	return r, apiClient{t: t, url: srv.URL, http: srv.Client()}
 }
 
 func postBody(name string, tools ...string) string {
@@ -143,9 +148,9 @@ func TestAuthOutcomes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			r, _, _ := newTestRegistry()
-			srv := httptest.NewServer(Handler(r, tc.auth))
+			srv := httptest.NewTLSServer(Handler(r, tc.auth))
 			defer srv.Close()
-			status, _, body := apiClient{t: t, url: srv.URL}.do("POST", "/agents", testToken, postBody("x"))
+			status, _, body := apiClient{t: t, url: srv.URL, http: srv.Client()}.do("POST", "/agents", testToken, postBody("x"))
 			g.Expect(status).To(Equal(tc.want), string(body))
 		})
 	}
@@ -261,11 +266,11 @@ func TestScopedDeleteAndEntryCap(t *testing.T) {
 	g := NewWithT(t)
 	r := New(Options{MaxEntries: 2})
 	r.SetLeader(true)
-	admin := httptest.NewServer(Handler(r, StaticToken(testToken)))
+	admin := httptest.NewTLSServer(Handler(r, StaticToken(testToken)))
 	defer admin.Close()
-	other := httptest.NewServer(Handler(r, scoped("b")))
+	other := httptest.NewTLSServer(Handler(r, scoped("b")))
 	defer other.Close()
-	c, o := apiClient{t: t, url: admin.URL}, apiClient{t: t, url: other.URL}
+	c, o := apiClient{t: t, url: admin.URL, http: admin.Client()}, apiClient{t: t, url: other.URL, http: other.Client()}
 
 	for _, name := range []string{"x", "y"} {
 		status, _, body := c.do("POST", "/agents", testToken, postBody(name))
@@ -319,9 +324,9 @@ func TestPerNamespaceEntryCap(t *testing.T) {
 	g := NewWithT(t)
 	r := New(Options{MaxEntries: 10, MaxEntriesPerNamespace: 2})
 	r.SetLeader(true)
-	srv := httptest.NewServer(Handler(r, StaticToken(testToken)))
+	srv := httptest.NewTLSServer(Handler(r, StaticToken(testToken)))
 	defer srv.Close()
-	c := apiClient{t: t, url: srv.URL}
+	c := apiClient{t: t, url: srv.URL, http: srv.Client()}
 	for _, name := range []string{"x", "y"} {
 		status, _, body := c.do("POST", "/agents", testToken, postBody(name))
 		g.Expect(status).To(Equal(http.StatusCreated), string(body))

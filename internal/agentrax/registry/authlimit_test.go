@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"crypto/tls"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -32,6 +33,7 @@ func TestFailedAuthenticationIsRateLimited(t *testing.T) {
 	post := func(from, token string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest("POST", "/agents", strings.NewReader(postBody("x")))
 		req.RemoteAddr = from + ":40000"
+		req.TLS = &tls.ConnectionState{}
 		req.Header.Set("Authorization", "Bearer "+token)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)

@@ -31,9 +31,9 @@ func managedSetup(t *testing.T, opts *sdk.ServerOptions) (*Registry, apiClient) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(Handler(r, StaticToken(testToken)))
+	srv := httptest.NewTLSServer(Handler(r, StaticToken(testToken)))
 	t.Cleanup(srv.Close)
-	return r, apiClient{t: t, url: srv.URL}
+	return r, apiClient{t: t, url: srv.URL, http: srv.Client()}
 }
 
 // An allowed writer of the namespace cannot overwrite or delete an entry the operator manages: 409 naming the
