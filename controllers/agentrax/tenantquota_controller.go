@@ -45,6 +45,11 @@ var DefaultSettleGrace = 30 * time.Second
 // on a timer instead of watching; it only runs while some agent of the quota is leaving. Tests may shorten it.
 var DefaultPodsGoneRecheck = 2 * time.Second
 
+// DefaultQuotaResync is how often every TenantQuota is counted again when nothing else brought it back: usage
+// and the ledger are re-derived from the agents and pods that exist even if an event was lost
+// (--tenantquota-resync-interval).
+const DefaultQuotaResync = 5 * time.Minute
+
 // TenantQuotaReconciler counts what the AgentDeployments referencing a TenantQuota use, sets OverQuota, exports the
 // usage ratio, and settles the reservation ledger that admission writes to the agents' actual demand.
 type TenantQuotaReconciler struct {
@@ -59,6 +64,8 @@ type TenantQuotaReconciler struct {
 	UsageDelay time.Duration
 	// PodsGoneRecheck defaults to DefaultPodsGoneRecheck.
 	PodsGoneRecheck time.Duration
+	// ResyncInterval defaults to DefaultQuotaResync.
+	ResyncInterval time.Duration
 }
 
 // +kubebuilder:rbac:groups=agentrax.io,resources=tenantquotas,verbs=get;list;watch
@@ -105,7 +112,19 @@ func (r *TenantQuotaReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			return ctrl.Result{}, err
 		}
 	}
+	// The periodic resync: counted again from what exists even if no event comes (one lost would otherwise
+	// leave usage and the ledger stale until the next change).
+	if resync := r.resyncInterval(); requeue == 0 || resync < requeue {
+		requeue = resync
+	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+func (r *TenantQuotaReconciler) resyncInterval() time.Duration {
+	if r.ResyncInterval > 0 {
+		return r.ResyncInterval
+	}
+	return DefaultQuotaResync
 }
 
 // countUsage sets the used* counters from the live agents and the leaving ones whose charge the settled ledger
