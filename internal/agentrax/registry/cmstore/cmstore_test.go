@@ -46,8 +46,15 @@ func entry(i int) registry.Entry {
 		Tools: []string{"search", fmt.Sprintf("t%d", i)}}
 }
 
+// testClient trusts httptest's certificate (every httptest TLS server uses it) and speaks plain HTTP too.
+var testClient = func() *http.Client {
+	s := httptest.NewTLSServer(http.NotFoundHandler())
+	defer s.Close()
+	return s.Client()
+}()
+
 func get(g Gomega, url string) string {
-	resp, err := http.Get(url)
+	resp, err := testClient.Get(url)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
