@@ -2,11 +2,17 @@ package agentrax_test
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -48,14 +54,45 @@ var leaderURL atomic.Value
 
 func registryOptions(url *atomic.Value) func(*manager.Options) {
 	return func(o *manager.Options) {
+		// The registry API serves HTTPS, as installs do: writes and their tokens are refused over plain HTTP.
+		o.RegistryTLSCertDir = registryTLS().dir
 		o.RegistryTTL = testTTL
 		o.RegistryHealthInterval = testHealthInterval
 		o.RegistrySweepInterval = 500 * time.Millisecond
 		o.RegistryTokenSecret = "default/" + tokenSecret
-		o.RegistryListening = func(addr string) { url.Store("http://" + addr) }
+		o.RegistryListening = func(addr string) { url.Store("https://" + addr) }
 		o.LeaderElect, o.LeaderElectionNamespace, o.LeaderElectionID = true, "default", "agentrax-test"
 	}
 }
+
+// registryCert is the registry API's certificate in the test managers (written once to a directory, for
+// --registry-tls-cert-dir) and a client that trusts it. It is httptest's certificate for 127.0.0.1.
+type registryCert struct {
+	dir    string
+	client *http.Client
+}
+
+var registryTLS = sync.OnceValue(func() registryCert {
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer srv.Close()
+	cert := srv.TLS.Certificates[0]
+	dir, err := os.MkdirTemp("", "agentrax-registry-tls-")
+	if err != nil {
+		panic(err)
+	}
+	key, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		panic(err)
+	}
+	crt := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]})
+	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), crt, 0o600); err != nil {
+		panic(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key}), 0o600); err != nil {
+		panic(err)
+	}
+	return registryCert{dir: dir, client: srv.Client()}
+})
 
 // inClusterEndpoint is the MCP URL of agent ns/name served by srv: its Service's name and srv's port.
 func inClusterEndpoint(ns, name string, srv *mcptest.Server) string {
@@ -73,7 +110,7 @@ func httpDo(g Gomega, method, url, token, body string) (int, string) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := registryTLS().client.Do(req)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)

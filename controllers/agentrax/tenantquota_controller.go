@@ -45,6 +45,11 @@ var DefaultSettleGrace = 30 * time.Second
 // on a timer instead of watching; it only runs while some agent of the quota is leaving. Tests may shorten it.
 var DefaultPodsGoneRecheck = 2 * time.Second
 
+// DefaultQuotaResync is how often every TenantQuota is counted again when nothing else brought it back: usage
+// and the ledger are re-derived from the agents and pods that exist even if an event was lost
+// (--tenantquota-resync-interval).
+const DefaultQuotaResync = 5 * time.Minute
+
 // TenantQuotaReconciler counts what the AgentDeployments referencing a TenantQuota use, sets OverQuota, exports the
 // usage ratio, and settles the reservation ledger that admission writes to the agents' actual demand.
 type TenantQuotaReconciler struct {
@@ -59,6 +64,8 @@ type TenantQuotaReconciler struct {
 	UsageDelay time.Duration
 	// PodsGoneRecheck defaults to DefaultPodsGoneRecheck.
 	PodsGoneRecheck time.Duration
+	// ResyncInterval defaults to DefaultQuotaResync.
+	ResyncInterval time.Duration
 }
 
 // +kubebuilder:rbac:groups=agentrax.io,resources=tenantquotas,verbs=get;list;watch
@@ -105,7 +112,19 @@ func (r *TenantQuotaReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			return ctrl.Result{}, err
 		}
 	}
+	// The periodic resync: counted again from what exists even if no event comes (one lost would otherwise
+	// leave usage and the ledger stale until the next change).
+	if resync := r.resyncInterval(); requeue == 0 || resync < requeue {
+		requeue = resync
+	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+func (r *TenantQuotaReconciler) resyncInterval() time.Duration {
+	if r.ResyncInterval > 0 {
+		return r.ResyncInterval
+	}
+	return DefaultQuotaResync
 }
 
 // countUsage sets the used* counters from the live agents and the leaving ones whose charge the settled ledger
@@ -118,7 +137,12 @@ func (r *TenantQuotaReconciler) countUsage(tq *agentraxv1alpha1.TenantQuota, ads
 		if ads[i].DeletionTimestamp != nil && quota.Find(settled, ads[i].Name) < 0 {
 			continue
 		}
-		u = u.Add(quota.DemandOf(&ads[i], r.GPUResource))
+		d := quota.DemandOf(&ads[i], r.GPUResource)
+		if j := quota.Find(settled, ads[i].Name); j >= 0 && d.Canary {
+			// The canary never grows past its reservation, which Settle holds within the quota.
+			d = quota.Settle(d, settled[j], tq.Spec, quota.LedgerUsage(settled, ads[i].Name))
+		}
+		u = u.Add(d)
 		perAgentMax = max(perAgentMax, ads[i].Spec.Replicas.Max)
 	}
 	tq.Status.UsedAgents, tq.Status.UsedGPUs, tq.Status.UsedTotalReplicas = u.Agents, u.GPUs, u.Replicas
@@ -152,6 +176,11 @@ func (r *TenantQuotaReconciler) settleLedger(ctx context.Context, tq *agentraxv1
 		stored = nil
 	}
 	ledger := append([]agentraxv1alpha1.Reservation(nil), stored...)
+	// settled is what res is brought to for ad: its demand, with a canary charge that grew outside admission
+	// (the stable scaled up) raised only into the room the other reservations leave.
+	settled := func(ad *agentraxv1alpha1.AgentDeployment, res agentraxv1alpha1.Reservation) quota.Demand {
+		return quota.Settle(quota.DemandOf(ad, r.GPUResource), res, tq.Spec, quota.LedgerUsage(ledger, res.Name))
+	}
 	soonest := func(wait time.Duration) {
 		if requeue == 0 || wait < requeue {
 			requeue = wait
@@ -178,7 +207,7 @@ func (r *TenantQuotaReconciler) settleLedger(ctx context.Context, tq *agentraxv1
 			}
 			continue
 		}
-		if ad != nil && matches(res, quota.DemandOf(ad, r.GPUResource)) {
+		if ad != nil && matches(res, settled(ad, res)) {
 			continue
 		}
 		if age := now.Sub(res.ReservedAt.Time); age < grace {
@@ -197,7 +226,7 @@ func (r *TenantQuotaReconciler) settleLedger(ctx context.Context, tq *agentraxv1
 		case err != nil:
 			return 0, err
 		default:
-			d := quota.DemandOf(fresh, r.GPUResource)
+			d := settled(fresh, res)
 			ledger = quota.Upsert(ledger, agentraxv1alpha1.Reservation{Name: res.Name, Replicas: d.Replicas, GPUs: d.GPUs, ReservedAt: res.ReservedAt})
 		}
 	}

@@ -40,6 +40,8 @@ func newDevRegistry(addr string) *devRegistry {
 func (d *devRegistry) managerOptions(o *manager.Options) {
 	o.RegistryBindAddress = d.addr
 	o.RegistryTokenSecret = "default/agentrax-registry-token"
+	// make dev serves the registry on loopback without a certificate; its printed curl commands write over HTTP.
+	o.RegistryPlaintextWrites = true
 }
 
 // createSecret stores the write token where --registry-token-secret points.

@@ -65,6 +65,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How many AgentDeployments are reconciled at once (each reconcile is a few sequential API calls).")
 	fs.StringVar(&o.GPUResourceName, "gpu-resource-name", o.GPUResourceName,
 		"Extended resource counted as GPUs against agentrax TenantQuota maxGPUs (limits[name] × replicas.max).")
+	fs.DurationVar(&o.TenantQuotaResync, "tenantquota-resync-interval", o.TenantQuotaResync,
+		"How often every agentrax TenantQuota's usage and ledger are counted again from the running agents and pods "+
+			"when no event brought it back; 0 means 5m.")
 	fs.StringVar(&o.GNMIcClusterDomain, "gnmic-cluster-domain", o.GNMIcClusterDomain,
 		"DNS domain of the cluster, in the collector URLs of gnmic Clusters; empty means cluster.local.")
 	fs.DurationVar(&o.GNMIcPollInterval, "gnmic-poll-interval", o.GNMIcPollInterval,
@@ -159,6 +162,13 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.RegistryListenToolChanges, "registry-listen-tool-changes", o.RegistryListenToolChanges,
 		"Hold one notification stream per registered agent whose MCP server offers tools.listChanged and list its "+
 			"tools again on notifications/tools/list_changed (one open connection per such agent on the leader).")
+	fs.StringVar(&o.RegistryTLSCertDir, "registry-tls-cert-dir", o.RegistryTLSCertDir,
+		"Directory with tls.crt and tls.key (reloaded when they change) for the registry API, which then serves HTTPS "+
+			"only; writes (and their bearer tokens) are accepted only over TLS.")
+	fs.BoolVar(&o.RegistryPlaintextWrites, "registry-plaintext-writes", o.RegistryPlaintextWrites,
+		"Accept registry writes and their bearer tokens over plain HTTP (development only; the tokens cross the network in clear).")
+	fs.IntVar(&o.RegistryMaxEntriesPerNamespace, "registry-max-entries-per-namespace", o.RegistryMaxEntriesPerNamespace,
+		"Most registry entries one namespace may hold (a registration beyond it answers 507); 0 means 500, a quarter of the registry's 2000.")
 	fs.StringVar(&o.RegistryTokenSecret, "registry-token-secret", o.RegistryTokenSecret,
 		"namespace/name of a Secret whose key \"token\" authorizes registry writes in every namespace.")
 	fs.Var(listFlag{&o.RegistryWriters}, "registry-writers",

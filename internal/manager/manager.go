@@ -155,10 +155,18 @@ type Options struct {
 	// RegistryListenToolChanges keeps one notification stream per agent whose server offers
 	// tools.listChanged and re-lists on each announcement.
 	RegistryListenToolChanges bool
-	RegistryTokenSecret       string
-	RegistryWriters           []string
-	RegistryClusterWriters    []string
-	RegistryTokenAudience     string
+	// RegistryTLSCertDir holds tls.crt/tls.key: the registry API then serves HTTPS. RegistryPlaintextWrites
+	// accepts writes over plain HTTP (development only).
+	RegistryTLSCertDir      string
+	RegistryPlaintextWrites bool
+	// RegistryMaxEntriesPerNamespace caps one namespace's registry entries (0: registry.DefaultMaxEntriesPerNamespace).
+	RegistryMaxEntriesPerNamespace int
+	// TenantQuotaResync is how often every TenantQuota is counted again without an event (0: 5m).
+	TenantQuotaResync      time.Duration
+	RegistryTokenSecret    string
+	RegistryWriters        []string
+	RegistryClusterWriters []string
+	RegistryTokenAudience  string
 	// RegistrySweepInterval and RegistryListening are for tests (no flag): a shorter sweep, and the bound
 	// address of the registry API when it binds port 0.
 	RegistrySweepInterval time.Duration
@@ -217,8 +225,9 @@ func (o *Options) registrySettings() (operator.RegistrySettings, error) {
 	s := operator.RegistrySettings{
 		BindAddress: o.RegistryBindAddress, Namespace: o.RegistryNamespace, TTL: o.RegistryTTL,
 		HealthInterval: o.RegistryHealthInterval, SweepInterval: o.RegistrySweepInterval, RelistInterval: o.RegistryRelistInterval,
-		ListenToolChanges: o.RegistryListenToolChanges,
-		TokenSecret:       o.RegistryTokenSecret, Writers: o.RegistryWriters, ClusterWriters: o.RegistryClusterWriters,
+		ListenToolChanges: o.RegistryListenToolChanges, MaxEntriesPerNamespace: o.RegistryMaxEntriesPerNamespace,
+		TLSCertDir: o.RegistryTLSCertDir, PlaintextWrites: o.RegistryPlaintextWrites,
+		TokenSecret: o.RegistryTokenSecret, Writers: o.RegistryWriters, ClusterWriters: o.RegistryClusterWriters,
 		TokenAudience: o.RegistryTokenAudience, Listening: o.RegistryListening,
 	}
 	if !s.Enabled() {
@@ -382,6 +391,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		ReservedNamespaces: slices.DeleteFunc([]string{podNamespace(o.LeaderElectionNamespace)}, func(s string) bool { return s == "" }),
 		Clock:              o.Clock,
 		GPUResourceName:    o.GPUResourceName,
+		QuotaResync:        o.TenantQuotaResync,
 		GNMIc: operator.GNMIcSettings{PollInterval: o.GNMIcPollInterval, ReconnectBackoff: o.GNMIcReconnectBackoff,
 			ClusterDomain: o.GNMIcClusterDomain, CertificateWait: o.GNMIcCertificateWait,
 			TargetTLSPropagation: o.GNMIcTargetTLSPropagation, EnforceSecretUseAuthz: o.EnforceSecretUseAuthz,

@@ -43,10 +43,11 @@ func agentraxControllers() []Controller {
 			Reads: []Kind{"agentrax/TenantQuota", "agentrax/AgentDeployment"},
 			Setup: func(ctx context.Context, mgr ctrl.Manager, d Dependencies) error {
 				return (&agentraxcontrollers.TenantQuotaReconciler{
-					Client:      mgr.GetClient(),
-					APIReader:   mgr.GetAPIReader(),
-					Recorder:    mgr.GetEventRecorder(agentraxcontrollers.TenantQuotaControllerName),
-					GPUResource: gpuResource(d),
+					Client:         mgr.GetClient(),
+					APIReader:      mgr.GetAPIReader(),
+					Recorder:       mgr.GetEventRecorder(agentraxcontrollers.TenantQuotaControllerName),
+					GPUResource:    gpuResource(d),
+					ResyncInterval: d.QuotaResync,
 				}).SetupWithManager(ctx, mgr, d.options(agentraxcontrollers.TenantQuotaControllerName))
 			},
 		},

@@ -41,6 +41,12 @@ type RegistrySettings struct {
 	// ListenToolChanges keeps one notification stream per agent whose server offers tools.listChanged and
 	// re-lists on each announcement (registration.Adapter.ListenForToolChanges).
 	ListenToolChanges bool
+	// TLSCertDir holds tls.crt and tls.key: the API then serves HTTPS only. Without it writes are refused
+	// unless PlaintextWrites (development only).
+	TLSCertDir      string
+	PlaintextWrites bool
+	// MaxEntriesPerNamespace caps the entries of one namespace (registry.DefaultMaxEntriesPerNamespace when zero).
+	MaxEntriesPerNamespace int
 	// SweepInterval overrides registry.SweepInterval (tests only).
 	SweepInterval time.Duration
 	// TokenSecret is "namespace/name" (or "name" in Namespace) of a Secret whose key "token" authorizes
@@ -109,13 +115,13 @@ func startRegistry(mgr ctrl.Manager, s RegistrySettings, dial *devdial.Map) (*re
 	}
 	log := mgr.GetLogger().WithName("agentrax-registry")
 	reg := registry.New(registry.Options{DefaultTTL: ttl, Persister: &cmstore.Store{Client: c, Namespace: s.Namespace},
-		Log: log})
+		MaxEntriesPerNamespace: s.MaxEntriesPerNamespace, Log: log})
 	auth, err := s.authenticator(mgr, c)
 	if err != nil {
 		return nil, err
 	}
 	svc := &cmstore.Service{Registry: reg, Addr: s.BindAddress, Auth: auth, Watcher: c, Namespace: s.Namespace,
-		SweepInterval: s.SweepInterval, Listening: s.Listening}
+		SweepInterval: s.SweepInterval, Listening: s.Listening, TLSCertDir: s.TLSCertDir, PlaintextWrites: s.PlaintextWrites}
 	if err := svc.AddTo(mgr); err != nil {
 		return nil, err
 	}
@@ -129,7 +135,7 @@ func startRegistry(mgr ctrl.Manager, s RegistrySettings, dial *devdial.Map) (*re
 	adapter := &registration.Adapter{Interval: interval, RelistInterval: s.RelistInterval,
 		ProbeWorkers: registration.DefaultProbeWorkers, ProbeTimeout: registration.DefaultProbeTimeout,
 		ListenForToolChanges: s.ListenToolChanges,
-		Registrar:            &registry.Registrar{Registry: reg, Client: &mcp.Client{HTTP: dial.HTTPClient()}}}
+		Prober:               &registry.Prober{Registry: reg, Client: &mcp.Client{HTTP: dial.HTTPClient()}}}
 	// A leader-election runnable (the default): the listeners stop when this replica stops leading, with the
 	// reconciler that started them.
 	if err := mgr.Add(adapter); err != nil {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -57,6 +58,9 @@ type Dependencies struct {
 	// GPUResourceName is the extended resource agentrax counts as GPUs (--gpu-resource-name); empty means
 	// nvidia.com/gpu.
 	GPUResourceName string
+	// QuotaResync is how often every agentrax TenantQuota is counted again without an event
+	// (--tenantquota-resync-interval); zero means agentrax.DefaultQuotaResync.
+	QuotaResync time.Duration
 	// GNMIc configures the gnmic Cluster controller's collector follow-up.
 	GNMIc GNMIcSettings
 	// Canary configures agentrax canary analysis (--prometheus-url, --prometheus-failsafe-timeout,

@@ -17,10 +17,11 @@ import (
 // DefaultGPUResourceName is the extended resource counted as GPUs unless --gpu-resource-name says otherwise.
 const DefaultGPUResourceName corev1.ResourceName = "nvidia.com/gpu"
 
-// CanaryReplicas is how many canary pods ad may run: the canary is sized ceil(weight% × stable replicas) (at
-// least one pod), and the stable replica count is at most replicas.max, so the most it can reach is
-// ceil(highest setWeight% × replicas.max). Admission charges that upper bound on top of replicas.max while a
-// canary runs, and the controller never scales the canary beyond what the agent's reservation holds.
+// CanaryReplicas is how many canary pods ad is charged for: the canary is sized ceil(weight% × stable replicas)
+// (at least one pod), so the charge is ceil(highest setWeight% × StableReplicas(ad)). It follows the stable's
+// actual replicas rather than replicas.max: a stable the autoscaler holds at 2 of 10 gets a canary of at most 2.
+// When the stable grows while the canary runs, the TenantQuota controller raises the charge only into room the
+// quota still has (Settle), and the controller never scales the canary beyond what the agent's reservation holds.
 func CanaryReplicas(ad *agentraxv1alpha1.AgentDeployment) int32 {
 	var top int64
 	if ad.Spec.Rollout != nil {
@@ -30,8 +31,17 @@ func CanaryReplicas(ad *agentraxv1alpha1.AgentDeployment) int32 {
 			}
 		}
 	}
-	n := (top*int64(max(ad.Spec.Replicas.Max, 0)) + 99) / 100
+	n := (top*int64(StableReplicas(ad)) + 99) / 100
 	return int32(max(n, 1))
+}
+
+// StableReplicas is the stable replica count a canary of ad is sized against: the larger of the count when the
+// canary started (status.baselineReplicas) and the stable Deployment's current one (status.currentReplicas),
+// within [replicas.min, replicas.max] (a rolling update's surge pods do not raise it; a stable not observed yet
+// runs at least replicas.min).
+func StableReplicas(ad *agentraxv1alpha1.AgentDeployment) int32 {
+	n := max(ad.Status.BaselineReplicas, ad.Status.CurrentReplicas)
+	return max(min(n, ad.Spec.Replicas.Max), ad.Spec.Replicas.Min, 0)
 }
 
 // Demand is what one AgentDeployment claims from its TenantQuota.
@@ -91,6 +101,30 @@ func DemandOf(ad *agentraxv1alpha1.AgentDeployment, gpu corev1.ResourceName) Dem
 		d.CanaryPods = CanaryReplicas(ad)
 		d.Replicas += d.CanaryPods
 	}
+	d.GPUs = d.GPUsPerPod * int64(d.Replicas)
+	return d
+}
+
+// Settle returns what the TenantQuota controller records for an agent demanding d whose reservation is held:
+// d, except that a canary charge growing outside admission (the stable scaled up while the canary runs) grows
+// only into the room the quota has beside others (the other agents' reservations) and never below what held
+// already reserves for the canary. The rest of d (replicas.max and its GPUs, which only admission raises) is
+// taken as it is.
+func Settle(d Demand, held agentraxv1alpha1.Reservation, spec agentraxv1alpha1.TenantQuotaSpec, others Usage) Demand {
+	if !d.Canary {
+		return d
+	}
+	base := d.Replicas - d.CanaryPods
+	room := int64(spec.MaxTotalReplicas) - int64(others.Replicas) - int64(base)
+	if d.GPUsPerPod > 0 {
+		room = min(room, (spec.MaxGPUs-others.GPUs)/d.GPUsPerPod-int64(base))
+	}
+	canaryHeld := int64(max(held.Replicas-base, 0))
+	if d.GPUsPerPod > 0 {
+		canaryHeld = min(canaryHeld, max(held.GPUs/d.GPUsPerPod-int64(base), 0))
+	}
+	d.CanaryPods = int32(min(int64(d.CanaryPods), max(room, canaryHeld)))
+	d.Replicas = base + d.CanaryPods
 	d.GPUs = d.GPUsPerPod * int64(d.Replicas)
 	return d
 }

@@ -35,6 +35,12 @@ func TestDemandOf(t *testing.T) {
 			ad.Spec.Rollout.Steps = append(ad.Spec.Rollout.Steps, agentraxv1alpha1.RolloutStep{SetWeight: &w})
 		}
 		ad.Status.StableVersion = "img:v0"
+		// The stable runs at replicas.max unless a case says otherwise.
+		ad.Status.CurrentReplicas = ad.Spec.Replicas.Max
+		return ad
+	}
+	running := func(ad *agentraxv1alpha1.AgentDeployment, current, baseline int32) *agentraxv1alpha1.AgentDeployment {
+		ad.Status.CurrentReplicas, ad.Status.BaselineReplicas = current, baseline
 		return ad
 	}
 	for name, tc := range map[string]struct {
@@ -51,6 +57,23 @@ func TestDemandOf(t *testing.T) {
 			Demand{Replicas: 8, CanaryPods: 4, GPUs: 16, GPUsPerPod: 2, Canary: true}},
 		"canary weight rounds up": {canary(agent(5, ""), 10, 30),
 			Demand{Replicas: 7, CanaryPods: 2, Canary: true}},
+		// The canary is sized against the stable's replicas, not replicas.max: a stable the autoscaler holds at 2
+		// of 10 gets a canary of at most 2 at weight 100, so 2 are charged, not 10.
+		"canary charge follows the stable's actual replicas": {running(canary(agent(10, "1"), 50, 100), 2, 0),
+			Demand{Replicas: 12, CanaryPods: 2, GPUs: 12, GPUsPerPod: 1, Canary: true}},
+		"canary charge at a lower weight of the actual replicas": {running(canary(agent(10, ""), 10, 50), 5, 0),
+			Demand{Replicas: 13, CanaryPods: 3, Canary: true}},
+		// While the canary runs it is sized against the larger of the baseline and the stable's replicas (the
+		// stable scaling down as traffic leaves it must not shrink the canary taking that traffic).
+		"canary charge keeps the baseline while the stable shrinks": {running(canary(agent(10, ""), 100), 2, 6),
+			Demand{Replicas: 16, CanaryPods: 6, Canary: true}},
+		"a stable surging past replicas.max is charged at replicas.max": {running(canary(agent(4, ""), 100), 5, 0),
+			Demand{Replicas: 8, CanaryPods: 4, Canary: true}},
+		"a stable not observed yet is charged at replicas.min": {func() *agentraxv1alpha1.AgentDeployment {
+			ad := running(canary(agent(10, ""), 100), 0, 0)
+			ad.Spec.Replicas.Min = 3
+			return ad
+		}(), Demand{Replicas: 13, CanaryPods: 3, Canary: true}},
 		"rolled-back image is not charged again": {func() *agentraxv1alpha1.AgentDeployment {
 			ad := canary(agent(4, "1"), 100)
 			ad.Status.AbortedVersion = ad.Spec.Image
@@ -185,6 +208,32 @@ func TestAdmit(t *testing.T) {
 			}
 			g.Expect(dec.Errors).To(BeEmpty())
 			g.Expect(dec.Reserve).To(Equal(tc.wantEntry))
+		})
+	}
+}
+
+func TestSettle(t *testing.T) {
+	canary := func(base, pods int32, perPod int64) Demand {
+		return Demand{Replicas: base + pods, CanaryPods: pods, GPUs: perPod * int64(base+pods), GPUsPerPod: perPod, Canary: true}
+	}
+	for name, tc := range map[string]struct {
+		d      Demand
+		held   agentraxv1alpha1.Reservation
+		others Usage
+		want   Demand
+	}{
+		"no canary is taken as demanded":    {d: Demand{Replicas: 12}, held: res("a", 4, 0), others: Usage{Replicas: 15}, want: Demand{Replicas: 12}},
+		"a shrinking canary charge":         {d: canary(10, 2, 0), held: res("a", 16, 0), want: canary(10, 2, 0)},
+		"a growing canary charge with room": {d: canary(10, 6, 0), held: res("a", 12, 0), others: Usage{Replicas: 4}, want: canary(10, 6, 0)},
+		"a growing canary charge grows only into the room": {d: canary(10, 8, 0), held: res("a", 12, 0),
+			others: Usage{Replicas: 5}, want: canary(10, 5, 0)},
+		"no room keeps what is held": {d: canary(10, 8, 0), held: res("a", 12, 0), others: Usage{Replicas: 10},
+			want: canary(10, 2, 0)},
+		"GPU room bounds it too": {d: canary(4, 4, 1), held: res("a", 5, 5), others: Usage{Replicas: 2, GPUs: 2},
+			want: canary(4, 2, 1)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			NewWithT(t).Expect(Settle(tc.d, tc.held, seedQuota, tc.others)).To(Equal(tc.want))
 		})
 	}
 }

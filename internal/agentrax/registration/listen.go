@@ -105,7 +105,7 @@ func (a *Adapter) listen(ctx context.Context, l *listener, k registry.Key, agent
 	wait := listenMinBackoff
 	for ctx.Err() == nil {
 		opened := time.Now()
-		err := a.Registrar.Client.ListenToolChanges(ctx, endpoint, a.ListenMaxAge, func() { a.relist(ctx, k, l.fingerprint, agent) })
+		err := a.Prober.Client.ListenToolChanges(ctx, endpoint, a.ListenMaxAge, func() { a.relist(ctx, k, l.fingerprint, agent) })
 		if errors.Is(err, mcp.ErrListChangedNotOffered) {
 			a.mu.Lock()
 			l.notOffered = true
@@ -126,13 +126,15 @@ func (a *Adapter) listen(ctx context.Context, l *listener, k registry.Key, agent
 	}
 }
 
-// relist discovers the agent again after an announcement. A failure is left to the reconciler: its next
+// relist discovers the agent again after an announcement and updates its entry, never creating one: an
+// announcement that arrives after the entry was removed (strikes, deregistration, sweep) leaves it removed, and
+// only the reconciler's next discovery registers the agent again. A failure is left to the reconciler: its next
 // heartbeat or relist judges the agent by the strike rule.
 func (a *Adapter) relist(ctx context.Context, k registry.Key, fp string, agent *registry.Agent) {
 	if ctx.Err() != nil {
 		return
 	}
-	if _, err := a.Registrar.Register(ctx, agent); err != nil {
+	if err := a.Prober.Relist(ctx, agent); err != nil {
 		return
 	}
 	a.mu.Lock()

@@ -41,7 +41,7 @@ func TestAdapterRelistsOnToolsListChanged(t *testing.T) {
 				Status:     agentraxv1alpha1.AgentDeploymentStatus{StableVersion: "ghcr.io/org/planner:v1"},
 			}
 			adapter := &Adapter{Interval: time.Hour, RelistInterval: time.Hour, ListenForToolChanges: true,
-				Registrar: &registry.Registrar{Registry: reg, Client: dialThrough(t, "planner.team-a.svc:8080="+strings.TrimPrefix(url, "http://"))}}
+				Prober: &registry.Prober{Registry: reg, Client: dialThrough(t, "planner.team-a.svc:8080="+strings.TrimPrefix(url, "http://"))}}
 			done := make(chan error, 1)
 			go func() { done <- adapter.Start(ctx) }()
 			t.Cleanup(func() {
@@ -97,10 +97,49 @@ func TestAdapterDoesNotListenWhenTheServerDoesNotOfferListChanged(t *testing.T) 
 		Status:     agentraxv1alpha1.AgentDeploymentStatus{StableVersion: "ghcr.io/org/planner:v1"},
 	}
 	adapter := &Adapter{Interval: time.Hour, RelistInterval: time.Hour, ListenForToolChanges: true,
-		Registrar: &registry.Registrar{Registry: reg, Client: dialThrough(t, "planner.team-a.svc:8080="+strings.TrimPrefix(web.URL, "http://"))}}
+		Prober: &registry.Prober{Registry: reg, Client: dialThrough(t, "planner.team-a.svc:8080="+strings.TrimPrefix(web.URL, "http://"))}}
 	go func() { _ = adapter.Start(ctx) }()
 	_, err := adapter.Register(ctx, ad)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Consistently(gets, time.Second).ShouldNot(Receive(), "no GET stream is opened")
 	g.Eventually(adapter.listening).Should(BeFalse(), "the listener gave up: not offered")
+}
+
+// A tool-change announcement (or one arriving late, from a stream that outlived the deregistration) only
+// updates the entry of a registered agent: once its managed entry was removed (strikes ran out, the agent was
+// deregistered, the sweeper expired it) a relist never creates it again; only the reconciler's next discovery
+// registers the agent.
+func TestRelistNeverRecreatesADeletedEntry(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	reg := registry.New(registry.Options{})
+	reg.SetLeader(true)
+	agent := startAgent(t, "search")
+	ad := &agentraxv1alpha1.AgentDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "planner"},
+		Spec:       agentraxv1alpha1.AgentDeploymentSpec{Port: 8080, MCP: &agentraxv1alpha1.MCPSpec{Expose: true}},
+		Status:     agentraxv1alpha1.AgentDeploymentStatus{StableVersion: "ghcr.io/org/planner:v1"},
+	}
+	adapter := &Adapter{Interval: time.Hour, RelistInterval: time.Hour,
+		Prober: &registry.Prober{Registry: reg, Client: dialThrough(t, "planner.team-a.svc:8080="+strings.TrimPrefix(agent.web.URL, "http://"))}}
+	key := registry.Key{Namespace: "team-a", Name: "planner"}
+	_, err := adapter.Register(ctx, ad)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, ok := reg.Get(key)
+	g.Expect(ok).To(BeTrue())
+	a := AgentOf(ad)
+	fp := fingerprint(ad, a)
+
+	agent.setTools("search", "fetch")
+	adapter.relist(ctx, key, fp, a)
+	e, ok := reg.Get(key)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(e.Tools).To(ConsistOf("search", "fetch"), "a registered agent's entry is updated")
+
+	_, err = reg.Deregister(ctx, key)
+	g.Expect(err).NotTo(HaveOccurred())
+	agent.setTools("search", "fetch", "write")
+	adapter.relist(ctx, key, fp, a)
+	_, ok = reg.Get(key)
+	g.Expect(ok).To(BeFalse(), "the deleted managed entry stays deleted")
 }

@@ -48,7 +48,7 @@ func (a *Adapter) probeTimeout() time.Duration {
 // as a synchronous failure was requeued, not on every reconcile its wake-up causes).
 func (a *Adapter) registerAsync(ad *agentraxv1alpha1.AgentDeployment) (bool, error) {
 	k := registry.Key{Namespace: ad.Namespace, Name: ad.Name}
-	_, inRegistry := a.Registrar.Registry.Get(k)
+	_, inRegistry := a.Prober.Registry.Get(k)
 	a.mu.Lock()
 	if a.probes == nil {
 		a.probes = map[registry.Key]*probeState{}

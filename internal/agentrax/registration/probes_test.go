@@ -70,7 +70,7 @@ func TestRegisterNeverWaitsForAHangingAgent(t *testing.T) {
 	reg.SetLeader(true)
 	woken := make(chan registry.Key, 16)
 	adapter := &Adapter{Interval: time.Minute, ProbeWorkers: 2, ProbeTimeout: 300 * time.Millisecond,
-		Registrar: &registry.Registrar{Registry: reg, Client: dialThrough(t, "*.svc:8080="+h.ln.Addr().String())}}
+		Prober: &registry.Prober{Registry: reg, Client: dialThrough(t, "*.svc:8080="+h.ln.Addr().String())}}
 	adapter.SetWake(func(k registry.Key) { woken <- k })
 	agent := func(i int) *agentraxv1alpha1.AgentDeployment {
 		return &agentraxv1alpha1.AgentDeployment{

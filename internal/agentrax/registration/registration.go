@@ -1,6 +1,6 @@
 // Package registration connects the AgentDeployment reconciler to the MCP registry: it implements the
 // reconciler's Registrar interface (Register on every reconcile of a running, exposed agent; Deregister before
-// the finalizer goes) on top of registry.Registrar.
+// the finalizer goes) on top of registry.Prober.
 package registration
 
 import (
@@ -29,7 +29,7 @@ import (
 //
 // The reconciler must requeue exposed agents after Interval so that heartbeats happen without other events.
 type Adapter struct {
-	Registrar *registry.Registrar
+	Prober *registry.Prober
 	// Interval is the health interval (registry.HealthInterval of the TTL and the configured interval).
 	Interval time.Duration
 	// RelistInterval is how often a registered agent's tools are listed again (DefaultRelistInterval when
@@ -132,7 +132,7 @@ func (a *Adapter) Register(ctx context.Context, ad *agentraxv1alpha1.AgentDeploy
 func (a *Adapter) due(ad *agentraxv1alpha1.AgentDeployment) bool {
 	agent := AgentOf(ad)
 	k := agent.Key()
-	_, registered := a.Registrar.Registry.Get(k)
+	_, registered := a.Prober.Registry.Get(k)
 	a.mu.Lock()
 	last, known := a.discovered[k]
 	a.mu.Unlock()
@@ -140,7 +140,7 @@ func (a *Adapter) due(ad *agentraxv1alpha1.AgentDeployment) bool {
 	if !registered || !known || last.fingerprint != fingerprint(ad, agent) || relist {
 		return true
 	}
-	lastSeen, _, ok := a.Registrar.Registry.Liveness(k)
+	lastSeen, _, ok := a.Prober.Registry.Liveness(k)
 	return !ok || a.now().Sub(lastSeen) >= a.Interval
 }
 
@@ -148,7 +148,7 @@ func (a *Adapter) due(ad *agentraxv1alpha1.AgentDeployment) bool {
 func (a *Adapter) probe(ctx context.Context, ad *agentraxv1alpha1.AgentDeployment) (bool, error) {
 	agent := AgentOf(ad)
 	k := agent.Key()
-	_, registered := a.Registrar.Registry.Get(k)
+	_, registered := a.Prober.Registry.Get(k)
 	fp := fingerprint(ad, agent)
 	a.mu.Lock()
 	if a.discovered == nil {
@@ -158,7 +158,7 @@ func (a *Adapter) probe(ctx context.Context, ad *agentraxv1alpha1.AgentDeploymen
 	a.mu.Unlock()
 	relist := a.relistInterval() > 0 && a.now().Sub(last.at) >= a.relistInterval()
 	if !registered || !known || last.fingerprint != fp || relist {
-		if _, err := a.Registrar.Register(ctx, agent); err != nil {
+		if _, err := a.Prober.Register(ctx, agent); err != nil {
 			if registered && errors.Is(err, registry.ErrHandshake) {
 				// A registered agent that fails its rediscovery (a promoted image that does not answer) is
 				// judged like a failed heartbeat: the strikes decide when its entry goes, not one failure.
@@ -172,10 +172,10 @@ func (a *Adapter) probe(ctx context.Context, ad *agentraxv1alpha1.AgentDeploymen
 		a.ensureListener(k, fp, agent)
 		return true, nil
 	}
-	if lastSeen, _, ok := a.Registrar.Registry.Liveness(k); ok && a.now().Sub(lastSeen) < a.Interval {
+	if lastSeen, _, ok := a.Prober.Registry.Liveness(k); ok && a.now().Sub(lastSeen) < a.Interval {
 		return true, nil
 	}
-	res, err := a.Registrar.Heartbeat(ctx, agent)
+	res, err := a.Prober.Heartbeat(ctx, agent)
 	switch res {
 	case registry.Deregistered:
 		a.forget(k)
@@ -189,7 +189,7 @@ func (a *Adapter) probe(ctx context.Context, ad *agentraxv1alpha1.AgentDeploymen
 
 // strike records a failed probe of a registered agent; the third in a row deregisters it.
 func (a *Adapter) strike(ctx context.Context, k registry.Key, cause error) (bool, error) {
-	res, _, err := a.Registrar.Registry.Heartbeat(ctx, k, false)
+	res, _, err := a.Prober.Registry.Heartbeat(ctx, k, false)
 	switch {
 	case res == registry.Deregistered:
 		a.forget(k)
@@ -207,7 +207,7 @@ func (a *Adapter) Deregister(ctx context.Context, ad *agentraxv1alpha1.AgentDepl
 		return err
 	}
 	a.forget(registry.Key{Namespace: ad.Namespace, Name: ad.Name})
-	return a.Registrar.Deregister(ctx, AgentOf(ad))
+	return a.Prober.Deregister(ctx, AgentOf(ad))
 }
 
 func (a *Adapter) forget(k registry.Key) {

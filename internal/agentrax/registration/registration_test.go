@@ -82,7 +82,7 @@ func TestAdapterDiscoversHeartbeatsAndRediscoversOnPromotion(t *testing.T) {
 			MCP: &agentraxv1alpha1.MCPSpec{Expose: true, Tools: []string{"declared"}}},
 		Status: agentraxv1alpha1.AgentDeploymentStatus{StableVersion: "ghcr.io/org/planner:v1"},
 	}
-	adapter := &Adapter{Interval: interval, Clock: clk, Registrar: &registry.Registrar{
+	adapter := &Adapter{Interval: interval, Clock: clk, Prober: &registry.Prober{
 		Registry: reg, Client: dialThrough(t, "planner.team-a.svc:8080="+strings.TrimPrefix(agent.web.URL, "http://")),
 	}}
 	key := registry.Key{Namespace: "team-a", Name: "planner"}
@@ -151,7 +151,7 @@ func TestAdapterRediscovery(t *testing.T) {
 			MCP: &agentraxv1alpha1.MCPSpec{Expose: true, Tools: []string{"declared"}, Path: "/mcp"}},
 		Status: agentraxv1alpha1.AgentDeploymentStatus{StableVersion: "ghcr.io/org/planner:v1"},
 	}
-	adapter := &Adapter{Interval: time.Hour, Registrar: &registry.Registrar{Registry: reg, Client: dialThrough(t, "*.svc:*=127.0.0.1")}}
+	adapter := &Adapter{Interval: time.Hour, Prober: &registry.Prober{Registry: reg, Client: dialThrough(t, "*.svc:*=127.0.0.1")}}
 	ad.Spec.Port = int32(agent.web.Listener.Addr().(*net.TCPAddr).Port)
 	key := registry.Key{Namespace: "team-a", Name: "planner"}
 	g.Expect(adapter.HeartbeatInterval()).To(Equal(time.Hour))
@@ -200,7 +200,7 @@ func TestAdapterRelistsOnInterval(t *testing.T) {
 		Spec:       agentraxv1alpha1.AgentDeploymentSpec{Port: 8080, MCP: &agentraxv1alpha1.MCPSpec{Expose: true}},
 		Status:     agentraxv1alpha1.AgentDeploymentStatus{StableVersion: "ghcr.io/org/planner:v1"},
 	}
-	adapter := &Adapter{Interval: 30 * time.Second, RelistInterval: 5 * time.Minute, Clock: clk, Registrar: &registry.Registrar{
+	adapter := &Adapter{Interval: 30 * time.Second, RelistInterval: 5 * time.Minute, Clock: clk, Prober: &registry.Prober{
 		Registry: reg, Client: dialThrough(t, "planner.team-a.svc:8080="+strings.TrimPrefix(agent.web.URL, "http://")),
 	}}
 	key := registry.Key{Namespace: "team-a", Name: "planner"}

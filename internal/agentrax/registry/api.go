@@ -16,10 +16,23 @@ import (
 // MaxBodyBytes bounds the POST /agents body.
 const MaxBodyBytes = 64 << 10
 
+// HandlerOptions configure HandlerWith.
+type HandlerOptions struct {
+	// PlaintextWrites accepts writes (and their bearer tokens) over plain HTTP: development only
+	// (--registry-plaintext-writes).
+	PlaintextWrites bool
+}
+
 // Handler returns the registry's HTTP API. Writes go through auth; a nil auth rejects every write (there is
-// no unauthenticated mode).
+// no unauthenticated mode). Writes are accepted only over TLS: their bearer tokens (the administrator's static
+// token among them) must not cross the network in clear.
 func Handler(r *Registry, auth Authenticator) http.Handler {
-	a := &api{r: r, auth: auth}
+	return HandlerWith(r, auth, HandlerOptions{})
+}
+
+// HandlerWith is Handler with options.
+func HandlerWith(r *Registry, auth Authenticator, opts HandlerOptions) http.Handler {
+	a := &api{r: r, auth: auth, failures: newFailureLimiter(r.opts.Clock), plaintextWrites: opts.PlaintextWrites}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /agents", a.listAgents)
 	mux.HandleFunc("GET /agents/{ns}/{name}", a.getAgent)
@@ -60,8 +73,11 @@ func (r *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
 func (r *statusRecorder) WriteHeader(status int)      { r.status = status }
 
 type api struct {
-	r    *Registry
-	auth Authenticator
+	r        *Registry
+	auth     Authenticator
+	failures *failureLimiter
+	// plaintextWrites accepts writes without TLS (development only).
+	plaintextWrites bool
 }
 
 // bufPool recycles the list response buffers (the benchmark's hot path).
@@ -99,14 +115,29 @@ func (a *api) getAgent(w http.ResponseWriter, req *http.Request) {
 // identity's namespace against the entry it writes.
 func (a *api) write(next func(http.ResponseWriter, *http.Request, Identity)) http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
+		if req.TLS == nil && !a.plaintextWrites {
+			// Refused before the token is read: nothing is authenticated on a channel anyone on the path can read.
+			writeError(w, http.StatusForbidden, "registry writes require TLS: use https (the registry serves it with "+
+				"--registry-tls-cert-dir); the bearer token sent over plain HTTP should be considered exposed")
+			return
+		}
 		token, ok := bearerToken(req)
 		if !ok || a.auth == nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="agentrax-registry"`)
 			writeError(w, http.StatusUnauthorized, "a bearer token is required")
 			return
 		}
+		addr := clientAddr(req)
+		if wait := a.failures.wait(addr); wait > 0 {
+			w.Header().Set("Retry-After", retryAfter(wait))
+			writeError(w, http.StatusTooManyRequests, "too many failed authentications from this address; retry later")
+			return
+		}
 		id, err := a.auth.Authenticate(req.Context(), token)
 		if err != nil {
+			if errors.Is(err, ErrUnauthenticated) || errors.Is(err, ErrForbidden) {
+				a.failures.failed(addr)
+			}
 			switch {
 			case errors.Is(err, ErrForbidden):
 				writeError(w, http.StatusForbidden, "this identity may not write to the registry")

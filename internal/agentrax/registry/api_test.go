@@ -17,8 +17,9 @@ import (
 const testToken = "s3cret"
 
 type apiClient struct {
-	t   *testing.T
-	url string
+	t    *testing.T
+	url  string
+	http *http.Client // http.DefaultClient when nil
 }
 
 func (c apiClient) do(method, path, token, body string) (int, http.Header, []byte) {
@@ -30,7 +31,11 @@ func (c apiClient) do(method, path, token, body string) (int, http.Header, []byt
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	hc := c.http
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -41,9 +46,9 @@ func (c apiClient) do(method, path, token, body string) (int, http.Header, []byt
 
 func newTestAPI(t *testing.T) (*Registry, apiClient) {
 	r, _, _ := newTestRegistry()
-	srv := httptest.NewServer(Handler(r, StaticToken(testToken)))
+	srv := httptest.NewTLSServer(Handler(r, StaticToken(testToken)))
 	t.Cleanup(srv.Close)
-	return r, apiClient{t: t, url: srv.URL}
+	return r, apiClient{t: t, url: srv.URL, http: srv.Client()}
 }
 
 func postBody(name string, tools ...string) string {
@@ -143,9 +148,9 @@ func TestAuthOutcomes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			r, _, _ := newTestRegistry()
-			srv := httptest.NewServer(Handler(r, tc.auth))
+			srv := httptest.NewTLSServer(Handler(r, tc.auth))
 			defer srv.Close()
-			status, _, body := apiClient{t: t, url: srv.URL}.do("POST", "/agents", testToken, postBody("x"))
+			status, _, body := apiClient{t: t, url: srv.URL, http: srv.Client()}.do("POST", "/agents", testToken, postBody("x"))
 			g.Expect(status).To(Equal(tc.want), string(body))
 		})
 	}
@@ -261,11 +266,11 @@ func TestScopedDeleteAndEntryCap(t *testing.T) {
 	g := NewWithT(t)
 	r := New(Options{MaxEntries: 2})
 	r.SetLeader(true)
-	admin := httptest.NewServer(Handler(r, StaticToken(testToken)))
+	admin := httptest.NewTLSServer(Handler(r, StaticToken(testToken)))
 	defer admin.Close()
-	other := httptest.NewServer(Handler(r, scoped("b")))
+	other := httptest.NewTLSServer(Handler(r, scoped("b")))
 	defer other.Close()
-	c, o := apiClient{t: t, url: admin.URL}, apiClient{t: t, url: other.URL}
+	c, o := apiClient{t: t, url: admin.URL, http: admin.Client()}, apiClient{t: t, url: other.URL, http: other.Client()}
 
 	for _, name := range []string{"x", "y"} {
 		status, _, body := c.do("POST", "/agents", testToken, postBody(name))
@@ -311,4 +316,33 @@ func TestStateSizeBudget(t *testing.T) {
 	_, err = r.Register(context.Background(), Entry{Namespace: "a", Name: "big-0", Endpoint: "http://big.a.svc:8080/mcp",
 		Tools: tools})
 	g.Expect(err).NotTo(HaveOccurred())
+}
+
+// One namespace cannot fill the registry: a registration beyond the per-namespace cap answers 507 naming the
+// namespace, while other namespaces still register and updates of the namespace's registered agents pass.
+func TestPerNamespaceEntryCap(t *testing.T) {
+	g := NewWithT(t)
+	r := New(Options{MaxEntries: 10, MaxEntriesPerNamespace: 2})
+	r.SetLeader(true)
+	srv := httptest.NewTLSServer(Handler(r, StaticToken(testToken)))
+	defer srv.Close()
+	c := apiClient{t: t, url: srv.URL, http: srv.Client()}
+	for _, name := range []string{"x", "y"} {
+		status, _, body := c.do("POST", "/agents", testToken, postBody(name))
+		g.Expect(status).To(Equal(http.StatusCreated), string(body))
+	}
+	status, _, body := c.do("POST", "/agents", testToken, postBody("z"))
+	g.Expect(status).To(Equal(http.StatusInsufficientStorage), string(body))
+	g.Expect(string(body)).To(ContainSubstring(`2 agents of namespace \"a\" registered, the maximum per namespace`))
+	status, _, body = c.do("POST", "/agents", testToken, postBody("x", "new-tool"))
+	g.Expect(status).To(Equal(http.StatusOK), string(body))
+	_, err := r.Register(context.Background(), Entry{Namespace: "b", Name: "z", Endpoint: "http://z.b.svc:8080/mcp"})
+	g.Expect(err).NotTo(HaveOccurred(), "another namespace still has room")
+	// A removal frees the namespace's room.
+	_, err = r.Deregister(context.Background(), Key{Namespace: "a", Name: "y"})
+	g.Expect(err).NotTo(HaveOccurred())
+	status, _, body = c.do("POST", "/agents", testToken, postBody("z"))
+	g.Expect(status).To(Equal(http.StatusCreated), string(body))
+	// The default leaves no namespace more than a quarter of the registry.
+	g.Expect(New(Options{}).opts.MaxEntriesPerNamespace).To(Equal(DefaultMaxEntries / 4))
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/quartet-dev/quartet-operator/internal/agentrax/mcp"
 )
 
-// managedSetup registers team-a/planner through the Registrar (what the AgentDeployment reconciler does) and
+// managedSetup registers team-a/planner through the Prober (what the AgentDeployment reconciler does) and
 // serves the API with a writer allowed in team-a.
 func managedSetup(t *testing.T, opts *sdk.ServerOptions) (*Registry, apiClient) {
 	t.Helper()
@@ -26,14 +26,14 @@ func managedSetup(t *testing.T, opts *sdk.ServerOptions) (*Registry, apiClient) 
 			return &sdk.CallToolResult{}, nil
 		})
 	_, client := dialThrough(t, "planner.team-a.svc:8080="+agent.addr())
-	reg := &Registrar{Registry: r, Client: client}
+	reg := &Prober{Registry: r, Client: client}
 	_, err := reg.Register(context.Background(), &Agent{Namespace: "team-a", Name: "planner", Port: 8080})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(Handler(r, StaticToken(testToken)))
+	srv := httptest.NewTLSServer(Handler(r, StaticToken(testToken)))
 	t.Cleanup(srv.Close)
-	return r, apiClient{t: t, url: srv.URL}
+	return r, apiClient{t: t, url: srv.URL, http: srv.Client()}
 }
 
 // An allowed writer of the namespace cannot overwrite or delete an entry the operator manages: 409 naming the

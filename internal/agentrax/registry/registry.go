@@ -41,9 +41,11 @@ var ErrFull = errors.New("registry: full")
 
 // Capacity limits. The whole state is one ConfigMap value, and a ConfigMap holds at most 1 MiB: the budget
 // leaves room for the object's metadata, and the entry cap keeps list responses and snapshots bounded.
+// DefaultMaxEntriesPerNamespace leaves no namespace more than a quarter of the registry.
 const (
-	DefaultMaxEntries = 2000
-	MaxStateBytes     = 900 << 10
+	DefaultMaxEntries             = 2000
+	DefaultMaxEntriesPerNamespace = DefaultMaxEntries / 4
+	MaxStateBytes                 = 900 << 10
 )
 
 // Options configure a Registry.
@@ -58,7 +60,10 @@ type Options struct {
 	ServerNamePrefix string
 	// MaxEntries caps the number of agents; DefaultMaxEntries when zero.
 	MaxEntries int
-	Log        logr.Logger
+	// MaxEntriesPerNamespace caps the agents of one namespace, so that one namespace cannot fill the registry;
+	// DefaultMaxEntriesPerNamespace when zero.
+	MaxEntriesPerNamespace int
+	Log                    logr.Logger
 }
 
 // liveness is what the leader knows between persisted changes: when the agent last answered and how many
@@ -84,6 +89,8 @@ type Registry struct {
 	version uint64
 	// size approximates the encoded state (the sum of the entries' JSON sizes) for the MaxStateBytes budget.
 	size int
+	// perNamespace counts the entries of each namespace for MaxEntriesPerNamespace.
+	perNamespace map[string]int
 
 	snapMu sync.Mutex
 	snap   atomic.Pointer[snapshot]
@@ -108,7 +115,10 @@ func New(opts Options) *Registry {
 	if opts.MaxEntries <= 0 {
 		opts.MaxEntries = DefaultMaxEntries
 	}
-	return &Registry{opts: opts, entries: map[Key]Entry{}, live: map[Key]*liveness{}}
+	if opts.MaxEntriesPerNamespace <= 0 {
+		opts.MaxEntriesPerNamespace = DefaultMaxEntriesPerNamespace
+	}
+	return &Registry{opts: opts, entries: map[Key]Entry{}, live: map[Key]*liveness{}, perNamespace: map[string]int{}}
 }
 
 // SetLeader switches the replica between leader (writes, heartbeats, sweeps) and follower (reads only).
@@ -176,8 +186,10 @@ func (r *Registry) replace(entries []Entry, grace bool) {
 	next := make(map[Key]Entry, len(entries))
 	changed := len(entries) != len(r.entries)
 	r.size = 0
+	clear(r.perNamespace)
 	for _, e := range entries {
 		r.size += entrySize(&e)
+		r.perNamespace[e.Namespace]++
 		old, ok := r.entries[e.Key()]
 		if !ok || !old.sameContent(&e) || !old.RegisteredAt.Equal(e.RegisteredAt) || !old.HeartbeatAt.Equal(e.HeartbeatAt) {
 			changed = true
@@ -237,7 +249,22 @@ func (r *Registry) RegisterUnmanaged(ctx context.Context, e Entry) (created bool
 	return r.register(ctx, e, true)
 }
 
+// ErrNotRegistered is returned by Refresh when the entry is gone.
+var ErrNotRegistered = errors.New("registry: not registered")
+
+// Refresh is Register for an entry that must already exist: a relist after a tool-change announcement, which
+// may arrive after the entry was removed (strikes, deregistration, sweep) and must not bring it back. Checked
+// under the same lock as the write; an absent entry answers ErrNotRegistered and changes nothing.
+func (r *Registry) Refresh(ctx context.Context, e Entry) error {
+	_, err := r.registerMode(ctx, e, false, true)
+	return err
+}
+
 func (r *Registry) register(ctx context.Context, e Entry, unmanaged bool) (created bool, err error) {
+	return r.registerMode(ctx, e, unmanaged, false)
+}
+
+func (r *Registry) registerMode(ctx context.Context, e Entry, unmanaged, existingOnly bool) (created bool, err error) {
 	if !r.IsLeader() {
 		return false, ErrNotLeader
 	}
@@ -248,6 +275,10 @@ func (r *Registry) register(ctx context.Context, e Entry, unmanaged bool) (creat
 	now := r.opts.Clock.Now().UTC().Truncate(time.Second)
 	r.mu.Lock()
 	old, exists := r.entries[e.Key()]
+	if existingOnly && !exists {
+		r.mu.Unlock()
+		return false, fmt.Errorf("%w: %s", ErrNotRegistered, e.Key())
+	}
 	if unmanaged && exists && old.ManagedBy != "" {
 		r.mu.Unlock()
 		return false, &ManagedError{Key: e.Key(), Owner: old.ManagedBy}
@@ -265,11 +296,14 @@ func (r *Registry) register(ctx context.Context, e Entry, unmanaged bool) (creat
 	if exists {
 		size -= entrySize(&old)
 	}
-	if err := r.fits(exists, size); err != nil {
+	if err := r.fits(e.Namespace, exists, size); err != nil {
 		r.mu.Unlock()
 		return false, err
 	}
 	r.live[e.Key()] = &liveness{lastSeen: now}
+	if !exists {
+		r.perNamespace[e.Namespace]++
+	}
 	r.entries[e.Key()] = e
 	r.size = size
 	r.version++
@@ -309,11 +343,14 @@ func (r *Registry) deregister(ctx context.Context, k Key, unmanaged bool) (bool,
 	return true, r.persist(ctx)
 }
 
-// fits checks the caps for a registration that brings the state to size bytes; an update of an existing
-// entry is never refused for the count.
-func (r *Registry) fits(exists bool, size int) error {
+// fits checks the caps for a registration in namespace ns that brings the state to size bytes; an update of
+// an existing entry is never refused for a count.
+func (r *Registry) fits(ns string, exists bool, size int) error {
 	if !exists && len(r.entries) >= r.opts.MaxEntries {
 		return fmt.Errorf("%w: %d agents registered, the maximum", ErrFull, len(r.entries))
+	}
+	if n := r.perNamespace[ns]; !exists && n >= r.opts.MaxEntriesPerNamespace {
+		return fmt.Errorf("%w: %d agents of namespace %q registered, the maximum per namespace", ErrFull, n, ns)
 	}
 	if size+len(`{"version":1,"agents":[]}`) > MaxStateBytes {
 		return fmt.Errorf("%w: the state would take %d bytes, over the %d-byte budget of its ConfigMap", ErrFull,
@@ -327,6 +364,9 @@ func (r *Registry) remove(k Key) {
 	if e, ok := r.entries[k]; ok {
 		r.size -= entrySize(&e)
 		delete(r.entries, k)
+		if r.perNamespace[k.Namespace]--; r.perNamespace[k.Namespace] <= 0 {
+			delete(r.perNamespace, k.Namespace)
+		}
 	}
 	delete(r.live, k)
 }

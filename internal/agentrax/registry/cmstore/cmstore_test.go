@@ -46,8 +46,15 @@ func entry(i int) registry.Entry {
 		Tools: []string{"search", fmt.Sprintf("t%d", i)}}
 }
 
+// testClient trusts httptest's certificate (every httptest TLS server uses it) and speaks plain HTTP too.
+var testClient = func() *http.Client {
+	s := httptest.NewTLSServer(http.NotFoundHandler())
+	defer s.Close()
+	return s.Client()
+}()
+
 func get(g Gomega, url string) string {
-	resp, err := http.Get(url)
+	resp, err := testClient.Get(url)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -81,7 +88,7 @@ func TestLeaderFollowerAndColdRestart(t *testing.T) {
 
 	leaderAPI := httptest.NewServer(registry.Handler(leader, registry.StaticToken("t")))
 	defer leaderAPI.Close()
-	followerAPI := httptest.NewServer(registry.Handler(follower, registry.StaticToken("t")))
+	followerAPI := httptest.NewTLSServer(registry.Handler(follower, registry.StaticToken("t")))
 	defer followerAPI.Close()
 
 	for i := range 5 {
@@ -113,7 +120,7 @@ func TestLeaderFollowerAndColdRestart(t *testing.T) {
 	// A write on the follower is refused; it would otherwise fork the state.
 	req, _ := http.NewRequest(http.MethodDelete, followerAPI.URL+"/agents/team-a/agent-0", nil)
 	req.Header.Set("Authorization", "Bearer t")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := followerAPI.Client().Do(req)
 	g.Expect(err).NotTo(HaveOccurred())
 	resp.Body.Close()
 	g.Expect(resp.StatusCode).To(Equal(http.StatusServiceUnavailable))
@@ -197,7 +204,7 @@ func TestTokenReview(t *testing.T) {
 	// Through the API.
 	r := registry.New(registry.Options{})
 	r.SetLeader(true)
-	srv := httptest.NewServer(registry.Handler(r, auth))
+	srv := httptest.NewTLSServer(registry.Handler(r, auth))
 	defer srv.Close()
 	body := func(namespace string) string {
 		return fmt.Sprintf(`{"namespace":%q,"name":"x","endpoint":"http://x.%s.svc:8080/mcp","tools":[]}`, namespace, namespace)
@@ -213,7 +220,7 @@ func TestTokenReview(t *testing.T) {
 		if tc.tok != "" {
 			req.Header.Set("Authorization", "Bearer "+tc.tok)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := srv.Client().Do(req)
 		g.Expect(err).NotTo(HaveOccurred())
 		resp.Body.Close()
 		g.Expect(resp.StatusCode).To(Equal(tc.want), "namespace %s", tc.ns)
@@ -250,8 +257,9 @@ func startReplica(t *testing.T, g Gomega, ns string) *replica {
 	r := &replica{reg: registry.New(registry.Options{Persister: &cmstore.Store{Client: env.Client, Namespace: ns}}),
 		done: make(chan struct{})}
 	addr := make(chan string, 1)
+	// Replication, not transport, is under test here: writes over plain HTTP on loopback.
 	svc := &cmstore.Service{Registry: r.reg, Addr: "127.0.0.1:0", Auth: registry.StaticToken("t"), Watcher: wc,
-		Namespace: ns, Listening: func(a string) { addr <- a }}
+		Namespace: ns, Listening: func(a string) { addr <- a }, PlaintextWrites: true}
 	g.Expect(svc.AddTo(mgr)).To(Succeed())
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel

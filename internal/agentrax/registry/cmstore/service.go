@@ -28,6 +28,11 @@ type Service struct {
 	SweepInterval time.Duration
 	// Listening, when set, receives the bound address (tests bind ":0").
 	Listening func(addr string)
+	// TLSCertDir, when set, holds tls.crt and tls.key (reloaded when they change): the API is then served over
+	// HTTPS only. Without it the API is plain HTTP and refuses writes unless PlaintextWrites is set.
+	TLSCertDir string
+	// PlaintextWrites accepts writes over plain HTTP (development only).
+	PlaintextWrites bool
 }
 
 // AddTo registers the service's runnables with a manager: one that runs on every replica and one that runs
@@ -57,8 +62,14 @@ func (r everyReplica) Start(ctx context.Context) error {
 	if r.s.Listening != nil {
 		r.s.Listening(ln.Addr().String())
 	}
+	if r.s.TLSCertDir != "" {
+		if ln, err = registry.ListenTLS(ctx, ln, r.s.TLSCertDir); err != nil {
+			return err
+		}
+	}
 	srv := &http.Server{
-		Handler:           registry.Handler(r.s.Registry, r.s.Auth),
+		Handler: registry.HandlerWith(r.s.Registry, r.s.Auth,
+			registry.HandlerOptions{PlaintextWrites: r.s.PlaintextWrites}),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,

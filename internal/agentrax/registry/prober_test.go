@@ -53,7 +53,7 @@ func (a *mcpAgent) sessions() int {
 	return n
 }
 
-func TestRegistrarLifecycle(t *testing.T) {
+func TestProberLifecycle(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	r, _, p := newTestRegistry()
@@ -63,7 +63,7 @@ func TestRegistrarLifecycle(t *testing.T) {
 	planner := &Agent{Namespace: "team-a", Name: "planner", Port: 8080, Tools: []string{"declared", "search"}}
 	coder := &Agent{Namespace: "team-a", Name: "coder", Port: 9000, Path: "mcp", Version: "2.0.1"}
 	dial, client := dialThrough(t, "planner.team-a.svc:8080="+legacy.addr()+",coder.team-a.svc:9000="+modern.addr())
-	reg := &Registrar{Registry: r, Client: client}
+	reg := &Prober{Registry: r, Client: client}
 
 	// Register and discover.
 	e, err := reg.Register(ctx, planner)
@@ -134,7 +134,7 @@ func TestRegisterHandshakeFailure(t *testing.T) {
 	}))
 	defer bad.Close()
 	_, client := dialThrough(t, "x.team-a.svc:8080="+strings.TrimPrefix(bad.URL, "http://"))
-	reg := &Registrar{Registry: r, Client: client}
+	reg := &Prober{Registry: r, Client: client}
 	_, err := reg.Register(context.Background(), &Agent{Namespace: "team-a", Name: "x", Port: 8080})
 	g.Expect(err).To(MatchError(ErrHandshake))
 	g.Expect(r.Len()).To(BeZero())

@@ -40,8 +40,11 @@ func (a *Agent) Endpoint() string {
 	return "http://" + a.Name + "." + a.Namespace + ".svc:" + port + path
 }
 
-// Registrar is what the reconciler calls: discovery through a real MCP handshake, heartbeats, deregistration.
-type Registrar struct {
+// Prober talks to agents for the registry: discovery through a real MCP handshake, heartbeats, relists and
+// deregistration, each recorded in Registry. It is not the reconciler's Registrar (controllers/agentrax): that
+// interface is implemented by registration.Adapter, which decides when to probe and calls the Prober. One name
+// per thing: Registrar (what the reconciler calls), Adapter (its implementation), Prober (the MCP side).
+type Prober struct {
 	Registry *Registry
 	Client   *mcp.Client
 }
@@ -51,7 +54,30 @@ var ErrHandshake = errors.New("MCP handshake failed")
 
 // Register discovers the agent's tools and registers it (a write only when something changed). Called when
 // the agent becomes Running with mcp.expose, and again after a canary promotion (the tools may have changed).
-func (r *Registrar) Register(ctx context.Context, a *Agent) (Entry, error) {
+func (r *Prober) Register(ctx context.Context, a *Agent) (Entry, error) {
+	e, err := r.discover(ctx, a)
+	if err != nil {
+		return Entry{}, err
+	}
+	if _, err := r.Registry.Register(ctx, e); err != nil {
+		return Entry{}, err
+	}
+	stored, _ := r.Registry.Get(e.Key())
+	return stored, nil
+}
+
+// Relist discovers the agent's tools again and updates its entry only if it is still registered
+// (ErrNotRegistered otherwise): a tool-change announcement never brings back an entry that was removed.
+func (r *Prober) Relist(ctx context.Context, a *Agent) error {
+	e, err := r.discover(ctx, a)
+	if err != nil {
+		return err
+	}
+	return r.Registry.Refresh(ctx, e)
+}
+
+// discover runs the MCP handshake and tools/list and builds the agent's managed entry.
+func (r *Prober) discover(ctx context.Context, a *Agent) (Entry, error) {
 	endpoint := a.Endpoint()
 	res, err := r.Client.Discover(ctx, endpoint)
 	if err != nil {
@@ -64,17 +90,13 @@ func (r *Registrar) Register(ctx context.Context, a *Agent) (Entry, error) {
 	if err := e.Validate(); err != nil {
 		return Entry{}, fmt.Errorf("%w: %s: %w", ErrHandshake, endpoint, err)
 	}
-	if _, err := r.Registry.Register(ctx, e); err != nil {
-		return Entry{}, err
-	}
-	stored, _ := r.Registry.Get(e.Key())
-	return stored, nil
+	return e, nil
 }
 
 // Heartbeat probes the agent without leaving a session behind and records the outcome. An agent that
 // answers but is missing from the registry (cold start, swept) is registered again. Deregistered means the
 // strikes ran out: the reconciler sets MCPHandshakeFailed and status.registered=false.
-func (r *Registrar) Heartbeat(ctx context.Context, a *Agent) (HeartbeatResult, error) {
+func (r *Prober) Heartbeat(ctx context.Context, a *Agent) (HeartbeatResult, error) {
 	probeErr := r.Client.Probe(ctx, a.Endpoint())
 	res, strikes, err := r.Registry.Heartbeat(ctx, a.Key(), probeErr == nil)
 	if err != nil {
@@ -92,7 +114,7 @@ func (r *Registrar) Heartbeat(ctx context.Context, a *Agent) (HeartbeatResult, e
 }
 
 // Deregister removes the agent; the reconciler calls it before removing the finalizer.
-func (r *Registrar) Deregister(ctx context.Context, a *Agent) error {
+func (r *Prober) Deregister(ctx context.Context, a *Agent) error {
 	r.Client.Forget(a.Endpoint())
 	_, err := r.Registry.Deregister(ctx, a.Key())
 	return err
