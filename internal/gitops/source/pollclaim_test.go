@@ -66,12 +66,15 @@ func TestOneReplicaPollsATargetPerInterval(t *testing.T) {
 	g.Expect(listings.Load()).To(BeEquivalentTo(2))
 }
 
-// TestANewTargetPollsAtOnce: a target no event ever ran (registered, or renamed, since the handler started) is
-// polled on the first tick instead of an interval later; one replica does it.
-func TestANewTargetPollsAtOnce(t *testing.T) {
+// TestARenamedTargetPollsAtOnce: a target that replaces another one (katastroma.org/renamed-from) and never ran
+// is polled on the first pass instead of an interval later (the target it replaces is going); one replica does
+// it. Another new target waits its interval, so registering it right before its first push does not race the
+// webhook.
+func TestARenamedTargetPollsAtOnce(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	hs, listings, _ := pollReplicas(2, pollTarget("new", nil))
+	hs, listings, _ := pollReplicas(2, pollTarget("new", map[string]string{pipeline.AnnotationRenamedFrom: "old"}),
+		pollTarget("plain", nil))
 	t0 := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
 	hs[0].reconcileDue(ctx, t0)
 	hs[1].reconcileDue(ctx, t0.Add(time.Second))

@@ -65,7 +65,7 @@ const pollWorkers = 4
 
 // reconciler remembers when each source target last ran, in memory, besides the poll claims every replica reads
 // (AnnotationPolledAt): a target without a claim waits one interval after a restart, so a restart does not start
-// every target at once, unless it never ran (a new or renamed target deploys at once).
+// every target at once, unless it is a renamed target that never ran (it deploys at once).
 type reconciler struct {
 	mu   sync.Mutex
 	last map[string]time.Time
@@ -143,7 +143,7 @@ func (h *Handler) reconcileDue(ctx context.Context, now time.Time) {
 		switch {
 		case h.Lease.Active(cm, now):
 			h.rec.last[key] = now
-		case !seen && neverRan(cm):
+		case !seen && renamedNeverRan(cm):
 			h.rec.last[key] = now
 			due = append(due, cm)
 		case !seen:
@@ -179,9 +179,13 @@ func polledAt(cm *corev1.ConfigMap) (time.Time, bool) {
 	return t, err == nil
 }
 
-// neverRan: no event ever took the target's lease (registered, or renamed, since).
-func neverRan(cm *corev1.ConfigMap) bool {
-	return cm.Annotations[pipeline.AnnotationEventID] == "" && cm.Annotations[pipeline.AnnotationDeployed] == ""
+// renamedNeverRan: the target replaces another one (pipeline.AnnotationRenamedFrom) and no event ever took its
+// lease. It deploys on the first pass instead of an interval later: the target it replaces is being deleted, and
+// nothing else would run it before a push touches its path. (Other new targets wait their interval as after a
+// restart, so registering a target right before its first push does not race the webhook's event.)
+func renamedNeverRan(cm *corev1.ConfigMap) bool {
+	return cm.Annotations[pipeline.AnnotationRenamedFrom] != "" && cm.Annotations[pipeline.AnnotationEventID] == "" &&
+		cm.Annotations[pipeline.AnnotationDeployed] == ""
 }
 
 // claimPolls takes the poll of each due target for this replica: an update at the listed resourceVersion writing
