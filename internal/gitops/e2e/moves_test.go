@@ -125,3 +125,25 @@ func TestTwoTargetsClaimingOneObjectIsAnError(t *testing.T) {
 		Expect(mustCM(ctx, ns, name).Annotations).NotTo(HaveKey(pipeline.AnnotationClaimConflict), name)
 	}
 }
+
+// TestClaimConflictReportGoesWithTheOtherTarget: the owner's claim-conflict report names a target that was
+// refused; once that target is deleted, the owner's next event removes the report.
+func TestClaimConflictReportGoesWithTheOtherTarget(t *testing.T) {
+	RegisterTestingT(t)
+	ctx := context.Background()
+	ns := newTenant(ctx)
+	r := gitd.newRepo(t)
+	sourceTarget(ctx, ns, "a", r, "a", "")
+	deployOK(t, ns, r, map[string]*string{"a/shared.yaml": configMapYAML("shared", "", "from-a")})
+	sourceTarget(ctx, ns, "b", r, "b", "")
+	sha, changed := r.commit(map[string]*string{"b/shared.yaml": configMapYAML("shared", "", "from-b")})
+	root := waitEvent(t, accepted(t, ns, r.pushPayload(sha, changed)))
+	Expect(root.Status.Code).To(Equal(codes.Error), "b took over a's object")
+	Expect(mustCM(ctx, ns, "a").Annotations).To(HaveKey(pipeline.AnnotationClaimConflict))
+
+	Expect(env.Client.Delete(ctx, mustCM(ctx, ns, "b"))).To(Succeed())
+	Eventually(func() bool { _, err := getCM(ctx, ns, "b"); return apierrors.IsNotFound(err) }).Should(BeTrue())
+	deployOK(t, ns, r, map[string]*string{"a/other.yaml": configMapYAML("other", "", "1")})
+	Expect(mustCM(ctx, ns, "a").Annotations).NotTo(HaveKey(pipeline.AnnotationClaimConflict))
+	Expect(mustCM(ctx, ns, "shared").Data).To(HaveKeyWithValue("value", "from-a"))
+}
