@@ -9,10 +9,13 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/quartet-dev/quartet-operator/internal/gitops/pipeline"
 )
@@ -79,4 +82,26 @@ func TestARenamedTargetPollsAtOnce(t *testing.T) {
 	hs[0].reconcileDue(ctx, t0)
 	hs[1].reconcileDue(ctx, t0.Add(time.Second))
 	g.Expect(listings.Load()).To(BeEquivalentTo(1))
+}
+
+// TestAPollWhoseClaimConflictedIsRetried: the claim of a due target conflicts (an event released its lease between
+// the list and the claim); the replica does not count that as a poll and claims on its next tick, instead of
+// leaving the target unpolled for a whole interval.
+func TestAPollWhoseClaimConflictedIsRetried(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	hs, listings, c := pollReplicas(1, pollTarget("web", map[string]string{pipeline.AnnotationEventID: "e1"}))
+	t0 := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	hs[0].reconcileDue(ctx, t0)
+	// Between the next tick's list and its claim, the target changes: the claim conflicts.
+	hs[0].Client = interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+		Update: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			return apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, obj.GetName(),
+				errors.New("changed since the list"))
+		}})
+	hs[0].reconcileDue(ctx, t0.Add(2*time.Minute))
+	g.Expect(listings.Load()).To(BeZero())
+	hs[0].Client = c
+	hs[0].reconcileDue(ctx, t0.Add(2*time.Minute+10*time.Second))
+	g.Expect(listings.Load()).To(BeEquivalentTo(1), "the conflicted poll waited a whole interval")
 }

@@ -144,12 +144,10 @@ func (h *Handler) reconcileDue(ctx context.Context, now time.Time) {
 		case h.Lease.Active(cm, now):
 			h.rec.last[key] = now
 		case !seen && renamedNeverRan(cm):
-			h.rec.last[key] = now
-			due = append(due, cm)
+			due = append(due, cm) // claimPolls records the time once the claim landed
 		case !seen:
 			h.rec.last[key] = now
 		case pollDue(cm, interval, last, now):
-			h.rec.last[key] = now
 			due = append(due, cm)
 		}
 	}
@@ -191,8 +189,10 @@ func renamedNeverRan(cm *corev1.ConfigMap) bool {
 // claimPolls takes the poll of each due target for this replica: an update at the listed resourceVersion writing
 // AnnotationPolledAt. Source handler replicas list the same targets on their own ticks; only the one whose update
 // lands polls (lists the ref, starts the event), and the others then see the claim and wait the target's interval.
-// A conflict (another replica's claim, an event's lease) drops the target from this tick. The returned ConfigMaps
-// carry the claim's resourceVersion, so the lease update of the event started next is fenced by it.
+// A conflict (another replica's claim, an event's lease or release) drops the target from this tick without
+// recording a poll, so the next tick looks again: it then finds the other replica's claim, or claims. Another
+// failure waits an interval, as a poll would. The returned ConfigMaps carry the claim's resourceVersion, so the
+// lease update of the event started next is fenced by it.
 func (h *Handler) claimPolls(ctx context.Context, due []*corev1.ConfigMap, now time.Time) []*corev1.ConfigMap {
 	logger := log.FromContext(ctx)
 	out := make([]*corev1.ConfigMap, 0, len(due))
@@ -202,10 +202,15 @@ func (h *Handler) claimPolls(ctx context.Context, due []*corev1.ConfigMap, now t
 			cm.Annotations = map[string]string{}
 		}
 		cm.Annotations[AnnotationPolledAt] = now.UTC().Format(time.RFC3339)
-		if err := h.Client.Update(ctx, cm); err != nil {
-			if !apierrors.IsConflict(err) {
-				logger.Info("claiming the poll failed", "sourceTarget", cm.Namespace+"/"+cm.Name, "error", err.Error())
-			}
+		err := h.Client.Update(ctx, cm)
+		if err != nil && apierrors.IsConflict(err) {
+			continue
+		}
+		h.rec.mu.Lock()
+		h.rec.last[cm.Namespace+"/"+cm.Name] = now
+		h.rec.mu.Unlock()
+		if err != nil {
+			logger.Info("claiming the poll failed", "sourceTarget", cm.Namespace+"/"+cm.Name, "error", err.Error())
 			continue
 		}
 		out = append(out, cm)
