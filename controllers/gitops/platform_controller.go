@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -54,6 +55,7 @@ type PlatformReconciler struct {
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;serviceaccounts;configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // The shipped ClusterRoles are bound by name, never written (platform.BindableClusterRoles).
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=get;list;watch
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=quartet-operator-katastroma-source;quartet-operator-katastroma-provisioner;quartet-operator-katastroma-pruner;quartet-operator-katastroma-source-tenant;quartet-operator-katastroma-pharos;quartet-operator-katastroma-tenant-provisioner;quartet-operator-katastroma-tenant-pruner
@@ -167,6 +169,17 @@ func (r *PlatformReconciler) writeChildren(ctx context.Context, p *gitopsv1alpha
 			}
 		}); err != nil {
 			return err
+		}
+		if pdb := platform.PodDisruptionBudget(p, stage); pdb != nil {
+			if err := r.own(ctx, p, pdb, &policyv1.PodDisruptionBudget{}, func(live client.Object) {
+				l := live.(*policyv1.PodDisruptionBudget)
+				l.Labels = pdb.Labels
+				if !equality.Semantic.DeepDerivative(pdb.Spec, l.Spec) {
+					l.Spec = pdb.Spec
+				}
+			}); err != nil {
+				return err
+			}
 		}
 		if err := r.stageSubject(ctx, p, stage, true); err != nil {
 			return err
@@ -332,6 +345,7 @@ func (r *PlatformReconciler) SetupWithManager(mgr ctrl.Manager, o kube.Controlle
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ServiceAccount{}).
 		Owns(&networkingv1.NetworkPolicy{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
 		Owns(&rbacv1.RoleBinding{}).
 		// A namespace labelled (or unlabelled) as a tenant gains (or loses) the source stage's Role.
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.allPlatforms),

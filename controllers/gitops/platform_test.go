@@ -8,9 +8,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -35,6 +37,12 @@ func TestPlatformDeploysScalesAndRepairs(t *testing.T) {
 				&networkingv1.NetworkPolicy{}} {
 				get(g, key, obj)
 				g.Expect(obj.GetOwnerReferences()).To(ContainElement(HaveField("Name", "main")), "%T %s", obj, key)
+			}
+			if stage != gitopsv1alpha1.StagePharos {
+				pdb := &policyv1.PodDisruptionBudget{}
+				get(g, key, pdb)
+				g.Expect(pdb.GetOwnerReferences()).To(ContainElement(HaveField("Name", "main")), "PodDisruptionBudget %s", key)
+				g.Expect(pdb.Spec.MaxUnavailable).To(HaveValue(Equal(intstr.FromInt32(1))), key.String())
 			}
 		}
 		get(g, types.NamespacedName{Namespace: ns, Name: platform.CollectorConfigMapName}, &corev1.ConfigMap{})

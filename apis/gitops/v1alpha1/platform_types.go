@@ -106,6 +106,14 @@ type PlatformSpec struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Git Timeout"
 	GitTimeout *metav1.Duration `json:"gitTimeout,omitempty"`
+	// VerifyTimeout is the provisioner's --verify-timeout: how long an event waits for the objects it applied to
+	// become healthy (kstatus Current) before it fails, for every source target that sets no data.verify-timeout
+	// of its own (a slow rollout gets longer there). 0s turns the verify off: success then means applied. The
+	// verify runs inside the provisioner's call, so it must stay below spec.rpcTimeout. Unset: the provisioner's
+	// default (3m, lowered to 3/5 of a smaller rpcTimeout).
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Verify Timeout"
+	VerifyTimeout *metav1.Duration `json:"verifyTimeout,omitempty"`
 }
 
 // StageStatus is what the controller observed of one stage.
@@ -142,9 +150,10 @@ type PlatformStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// Platform deploys the gitops pipeline: one Deployment, Service, ServiceAccount and NetworkPolicy per stage, the
-// stages' RBAC (the provisioner and pruner may impersonate only the tenant ServiceAccounts of those names), pharos
-// with its state ConfigMap, and the OTel Collector routing ConfigMap that sends the gitops spans to pharos.
+// Platform deploys the gitops pipeline: one Deployment, Service, ServiceAccount and NetworkPolicy per stage, a
+// PodDisruptionBudget per pipeline stage, the stages' RBAC (the provisioner and pruner may impersonate only the
+// tenant ServiceAccounts of those names), pharos with its state ConfigMap, and the OTel Collector routing
+// ConfigMap that sends the gitops spans to pharos.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=kplat,categories=katastroma
@@ -152,7 +161,7 @@ type PlatformStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +operator-sdk:csv:customresourcedefinitions:displayName="Platform",resources={{Deployment,v1},{Service,v1},{ServiceAccount,v1},{NetworkPolicy,v1},{ConfigMap,v1}}
+// +operator-sdk:csv:customresourcedefinitions:displayName="Platform",resources={{Deployment,v1},{Service,v1},{ServiceAccount,v1},{NetworkPolicy,v1},{PodDisruptionBudget,v1},{ConfigMap,v1}}
 type Platform struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

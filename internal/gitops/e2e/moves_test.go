@@ -90,7 +90,9 @@ func TestObjectMovedBetweenTargetsInOnePushSurvives(t *testing.T) {
 }
 
 // TestTwoTargetsClaimingOneObjectIsAnError: target b declares an object target a deployed and still lists; b's
-// event fails naming a, and the object stays a's instead of flipping between the two on every event.
+// event fails naming a, and the object stays a's instead of flipping between the two on every event. Both report
+// the conflict (katastroma.org/claim-conflict), a as soon as b was refused; once b no longer declares the object,
+// both reports are gone.
 func TestTwoTargetsClaimingOneObjectIsAnError(t *testing.T) {
 	RegisterTestingT(t)
 	ctx := context.Background()
@@ -111,4 +113,37 @@ func TestTwoTargetsClaimingOneObjectIsAnError(t *testing.T) {
 	Expect(apierrors.IsNotFound(err)).To(BeTrue(), "b's refused commit wrote: %v", err)
 	Expect(mustCM(ctx, ns, "b").Annotations).To(HaveKeyWithValue(source.AnnotationLastError,
 		ContainSubstring("ConfigMap "+ns+"/shared")))
+	Expect(mustCM(ctx, ns, "b").Annotations).To(HaveKeyWithValue(pipeline.AnnotationClaimConflict,
+		"ConfigMap "+ns+"/shared: source target "+ns+"/a deploys it too"))
+	Expect(mustCM(ctx, ns, "a").Annotations).To(HaveKeyWithValue(pipeline.AnnotationClaimConflict,
+		"ConfigMap "+ns+"/shared: source target "+ns+"/b declares it too (its events are refused)"),
+		"the owner does not report the conflict")
+
+	deployOK(t, ns, r, map[string]*string{"b/shared.yaml": nil})
+	Expect(mustCM(ctx, ns, "own").Data).To(HaveKeyWithValue("value", "b"))
+	for _, name := range []string{"a", "b"} {
+		Expect(mustCM(ctx, ns, name).Annotations).NotTo(HaveKey(pipeline.AnnotationClaimConflict), name)
+	}
+}
+
+// TestClaimConflictReportGoesWithTheOtherTarget: the owner's claim-conflict report names a target that was
+// refused; once that target is deleted, the owner's next event removes the report.
+func TestClaimConflictReportGoesWithTheOtherTarget(t *testing.T) {
+	RegisterTestingT(t)
+	ctx := context.Background()
+	ns := newTenant(ctx)
+	r := gitd.newRepo(t)
+	sourceTarget(ctx, ns, "a", r, "a", "")
+	deployOK(t, ns, r, map[string]*string{"a/shared.yaml": configMapYAML("shared", "", "from-a")})
+	sourceTarget(ctx, ns, "b", r, "b", "")
+	sha, changed := r.commit(map[string]*string{"b/shared.yaml": configMapYAML("shared", "", "from-b")})
+	root := waitEvent(t, accepted(t, ns, r.pushPayload(sha, changed)))
+	Expect(root.Status.Code).To(Equal(codes.Error), "b took over a's object")
+	Expect(mustCM(ctx, ns, "a").Annotations).To(HaveKey(pipeline.AnnotationClaimConflict))
+
+	Expect(env.Client.Delete(ctx, mustCM(ctx, ns, "b"))).To(Succeed())
+	Eventually(func() bool { _, err := getCM(ctx, ns, "b"); return apierrors.IsNotFound(err) }).Should(BeTrue())
+	deployOK(t, ns, r, map[string]*string{"a/other.yaml": configMapYAML("other", "", "1")})
+	Expect(mustCM(ctx, ns, "a").Annotations).NotTo(HaveKey(pipeline.AnnotationClaimConflict))
+	Expect(mustCM(ctx, ns, "shared").Data).To(HaveKeyWithValue("value", "from-a"))
 }

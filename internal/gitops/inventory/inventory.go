@@ -278,6 +278,12 @@ func CheckLease(ctx context.Context, c client.Client, namespace, sourceTarget, l
 	return err
 }
 
+// LeasedTarget returns the source target while leaseID holds its lease, *ErrLeaseLost otherwise: the lease check
+// of CheckLease for a stage that also reads the target's annotations.
+func LeasedTarget(ctx context.Context, c client.Client, namespace, sourceTarget, leaseID string) (*corev1.ConfigMap, error) {
+	return checkLease(ctx, c, namespace, sourceTarget, leaseID)
+}
+
 func checkLease(ctx context.Context, c client.Client, namespace, sourceTarget, leaseID string) (*corev1.ConfigMap, error) {
 	cm := &corev1.ConfigMap{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: sourceTarget}, cm); err != nil {

@@ -44,7 +44,14 @@ const (
 	// AnnotationRenderWarnings, on a source target, names what the last render skipped (Helm hooks) and at which
 	// commit; removed by the next render that skipped nothing.
 	AnnotationRenderWarnings = "katastroma.org/last-render-warnings"
-	FieldManager             = "katastroma"
+	// AnnotationRenamedFrom, on a source target, names the source target of the same namespace it replaces: it
+	// takes over that target's objects and inventory, and that target's deletion prunes nothing.
+	AnnotationRenamedFrom = "katastroma.org/renamed-from"
+	// AnnotationClaimConflict, on a source target, reports objects another source target of the namespace
+	// declares too: on the target whose events the provisioner refuses for it, and on the target that deploys
+	// the object. It goes once the conflict is resolved.
+	AnnotationClaimConflict = "katastroma.org/claim-conflict"
+	FieldManager            = "katastroma"
 	// FinalizerPrune holds a deleted source target until what it deployed is pruned (the source handler's
 	// deletion pass removes it; the Platform controller too, once no Platform is left to run one).
 	FinalizerPrune = "katastroma.org/prune-on-delete"

@@ -1,6 +1,6 @@
-// Package platform renders what a Platform deploys: per stage a ServiceAccount, Deployment, Service and
-// NetworkPolicy, the stages' RBAC and the OTel Collector routing ConfigMap. It is pure: the controller writes what
-// it returns.
+// Package platform renders what a Platform deploys: per stage a ServiceAccount, Deployment, Service,
+// NetworkPolicy and (pipeline stages) PodDisruptionBudget, the stages' RBAC and the OTel Collector routing
+// ConfigMap. It is pure: the controller writes what it returns.
 package platform
 
 import (
@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -80,6 +81,18 @@ func Validate(p *gitopsv1alpha1.Platform) field.ErrorList {
 	if git+rpc >= stale {
 		errs = append(errs, field.Invalid(field.NewPath("spec", "rpcTimeout"), rpc.String(),
 			fmt.Sprintf("spec.gitTimeout (%s) + spec.rpcTimeout must be below spec.leaseStaleAfter (%s): an event must end before its lease goes stale", git, stale)))
+	}
+	if v := p.Spec.VerifyTimeout; v != nil {
+		// The provisioner's call waits for the verify, and every call above it waits for that one (the binary
+		// refuses the same flag values).
+		switch {
+		case v.Duration < 0:
+			errs = append(errs, field.Invalid(field.NewPath("spec", "verifyTimeout"), v.Duration.String(),
+				"must not be negative (0s turns the verify off)"))
+		case v.Duration >= rpc:
+			errs = append(errs, field.Invalid(field.NewPath("spec", "verifyTimeout"), v.Duration.String(),
+				fmt.Sprintf("must be below spec.rpcTimeout (%s): the calls that wait for the verify would be cut first", rpc)))
+		}
 	}
 	return errs
 }
@@ -195,6 +208,10 @@ func Args(p *gitopsv1alpha1.Platform, stage string) []string {
 		if d := duration(p.Spec.GitTimeout); d > 0 {
 			args = append(args, "--git-timeout="+d.String())
 		}
+	case gitopsv1alpha1.StageProvisioner:
+		if v := p.Spec.VerifyTimeout; v != nil {
+			args = append(args, "--verify-timeout="+v.Duration.String()) // 0s is meaningful: the verify is off
+		}
 	case gitopsv1alpha1.StagePruner:
 		args = append(args, "--orderer="+Endpoint(p, gitopsv1alpha1.StageOrderer))
 	}
@@ -284,6 +301,21 @@ func TerminationGracePeriod(p *gitopsv1alpha1.Platform, stage string) *int64 {
 	}
 	d := durationOr(p.Spec.RPCTimeout, DefaultRPCTimeout) + durationOr(p.Spec.GitTimeout, DefaultGitTimeout) + time.Minute
 	return ptr.To(int64(d / time.Second))
+}
+
+// PodDisruptionBudget of a pipeline stage (nil for pharos): a drain or an upgrade evicts one of its pods at a
+// time, so a stage with several replicas keeps serving while the evicted pod drains its events within its grace
+// period (TerminationGracePeriod). It never allows zero: a one-replica stage must not block node drains; its events
+// are protected by the drain and grace period, and pharos replays what a drain still cuts. Pharos runs one replica
+// with Recreate and has none.
+func PodDisruptionBudget(p *gitopsv1alpha1.Platform, stage string) *policyv1.PodDisruptionBudget {
+	if stage == gitopsv1alpha1.StagePharos {
+		return nil
+	}
+	return &policyv1.PodDisruptionBudget{ObjectMeta: meta(p, stage), Spec: policyv1.PodDisruptionBudgetSpec{
+		MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+		Selector:       &metav1.LabelSelector{MatchLabels: Labels(p, stage)},
+	}}
 }
 
 // Service of one stage: headless for the pipeline stages (their callers balance over the pods themselves).

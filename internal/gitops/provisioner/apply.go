@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -99,6 +100,8 @@ type applier struct {
 	fence func(ctx context.Context, gk schema.GroupKind) error
 	// verifyTimeout is the source target's own verify timeout (nil: the stage's).
 	verifyTimeout *time.Duration
+	// target is the source target as read by the first lease check (its rename and claim annotations).
+	target *corev1.ConfigMap
 	// EstablishTimeout bounds the wait for a CRD.
 	establishTimeout time.Duration
 
@@ -111,6 +114,8 @@ type applier struct {
 	live map[liveKey]map[string]*unstructured.Unstructured
 	// targetLabel is the source-target label of the applied objects, which the verify lists by.
 	targetLabel string
+	// claims are the objects the dry run refused because another target deploys them, by that target's name.
+	claims map[string][]string
 	// establishErr remembers a failed wait so the objects after it fail at once instead of waiting again each.
 	establishErr error
 }
@@ -135,6 +140,7 @@ const applyWorkers = 8
 // for the first time are recorded (recordIntent).
 func (a *applier) applyAll(ctx context.Context, objs []*unstructured.Unstructured) error {
 	plan, err := a.dryRunAll(ctx, objs)
+	a.reportClaims(ctx)
 	if err != nil {
 		return err
 	}

@@ -71,14 +71,15 @@ func (s *Server) begin(ctx context.Context) (*applier, error) {
 	if err := pc.Validate(); err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
-	if err := inventory.CheckLease(ctx, s.Clients.Platform, pc.Namespace, pc.SourceTarget, pc.LeaseID); err != nil {
+	target, err := inventory.LeasedTarget(ctx, s.Clients.Platform, pc.Namespace, pc.SourceTarget, pc.LeaseID)
+	if err != nil {
 		return nil, LeaseError(err)
 	}
 	as, err := s.Clients.As(pc.Namespace, ServiceAccount)
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	a := &applier{clients: s.Clients, as: as, pc: pc}
+	a := &applier{clients: s.Clients, as: as, pc: pc, target: target}
 	if a.verifyTimeout, err = TargetVerifyTimeout(pipeline.IncomingValue(ctx, pipeline.MDVerifyTimeout)); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -105,7 +106,8 @@ func (s *Server) prune(ctx context.Context, desired []*katastromav1.ObjectRef) (
 	if len(desired) > 0 && pc.Offboard {
 		return nil, status.Error(codes.InvalidArgument, "offboarding takes an empty desired set")
 	}
-	if err := inventory.CheckLease(ctx, s.Clients.Platform, pc.Namespace, pc.SourceTarget, pc.LeaseID); err != nil {
+	target, err := inventory.LeasedTarget(ctx, s.Clients.Platform, pc.Namespace, pc.SourceTarget, pc.LeaseID)
+	if err != nil {
 		return nil, lease(err)
 	}
 	if err := s.waitForSiblings(ctx, pc); err != nil {
@@ -115,7 +117,20 @@ func (s *Server) prune(ctx context.Context, desired []*katastromav1.ObjectRef) (
 	if err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}
-	stale, err := s.reversed(ctx, inventory.Minus(append(inv.Objects, inv.Prune...), desired))
+	candidates := append(append([]*katastromav1.ObjectRef(nil), inv.Objects...), inv.Prune...)
+	owners := []string{labeler.LabelValue(pc.Namespace + "." + pc.SourceTarget)}
+	// A renamed target adopts its predecessor's inventory and prunes under its label too (rename.go).
+	pred, adopted, adoptedCM, err := s.predecessor(ctx, target)
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	if pred != "" {
+		owners = append(owners, labeler.LabelValue(pc.Namespace+"."+pred))
+	}
+	if adopted != nil {
+		candidates = append(append(candidates, adopted.Objects...), adopted.Prune...)
+	}
+	stale, err := s.reversed(ctx, inventory.Minus(candidates, desired))
 	if err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}
@@ -123,7 +138,6 @@ func (s *Server) prune(ctx context.Context, desired []*katastromav1.ObjectRef) (
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	owner := labeler.LabelValue(pc.Namespace + "." + pc.SourceTarget)
 	var results []*katastromav1.ObjectResult
 	var left []*katastromav1.ObjectRef
 	var batch schema.GroupKind
@@ -140,7 +154,7 @@ func (s *Server) prune(ctx context.Context, desired []*katastromav1.ObjectRef) (
 			}
 			batch = gk
 		}
-		action, err := s.deleteOne(ctx, as, r, owner)
+		action, err := s.deleteOne(ctx, as, r, owners)
 		res := &katastromav1.ObjectResult{Object: r, Action: action}
 		if err != nil {
 			res.Error = err.Error()
@@ -169,6 +183,12 @@ func (s *Server) prune(ctx context.Context, desired []*katastromav1.ObjectRef) (
 		}
 		return results, status.Errorf(codes.Aborted, "recording the inventory: %v", err)
 	}
+	if adoptedCM != nil {
+		if err := s.dropAdopted(ctx, adoptedCM); err != nil {
+			return results, status.Errorf(codes.Aborted, "removing the inventory adopted from source target %s/%s: %v",
+				pc.Namespace, pred, err)
+		}
+	}
 	if len(left) > 0 {
 		return results, status.Errorf(codes.Aborted, "%d objects could not be pruned; first: %s", len(left),
 			results[len(results)-1].GetError())
@@ -176,9 +196,9 @@ func (s *Server) prune(ctx context.Context, desired []*katastromav1.ObjectRef) (
 	return results, nil
 }
 
-// deleteOne deletes one object as the tenant's pruner, unless it is gone, no longer carries this source target's
-// label (someone else owns it now) or opts out of pruning (AnnotationPrune).
-func (s *Server) deleteOne(ctx context.Context, as client.Client, r *katastromav1.ObjectRef, owner string) (string, error) {
+// deleteOne deletes one object as the tenant's pruner, unless it is gone, no longer carries one of owners as its
+// source-target label (someone else owns it now) or opts out of pruning (AnnotationPrune).
+func (s *Server) deleteOne(ctx context.Context, as client.Client, r *katastromav1.ObjectRef, owners []string) (string, error) {
 	live, err := s.served(r)
 	if err != nil {
 		if isNoMatch(err) {
@@ -194,7 +214,7 @@ func (s *Server) deleteOne(ctx context.Context, as client.Client, r *katastromav
 		}
 		return provisioner.ActionFailed, err
 	}
-	if live.GetLabels()[pipeline.LabelSourceTarget] != owner || live.GetAnnotations()[AnnotationPrune] == PruneDisabled {
+	if !slices.Contains(owners, live.GetLabels()[pipeline.LabelSourceTarget]) || live.GetAnnotations()[AnnotationPrune] == PruneDisabled {
 		return provisioner.ActionSkipped, nil
 	}
 	// Preconditions: the object deleted is the one read and judged above, not one replaced or relabelled since

@@ -47,6 +47,9 @@ type targetState struct {
 	leaseActive          bool
 	// triedRecently: a prune of this deleted target started less than deletionRetry ago.
 	triedRecently bool
+	// successor: another source target of the namespace is annotated renamed-from this one; it takes the
+	// objects and the inventory over (provisioner/rename.go), so nothing is pruned.
+	successor bool
 }
 
 // deletionStepFor decides. A deleted target is pruned exactly like an offboarding (the pruner's guards apply:
@@ -56,7 +59,7 @@ func deletionStepFor(cm *corev1.ConfigMap, s targetState) deletionStep {
 	switch {
 	case cm.DeletionTimestamp.IsZero(), !slices.Contains(cm.Finalizers, FinalizerPrune):
 		return stepNone
-	case cm.Annotations[AnnotationOrphanOnDelete] == "true", s.namespaceTerminating, !s.inventory:
+	case cm.Annotations[AnnotationOrphanOnDelete] == "true", s.namespaceTerminating, !s.inventory, s.successor:
 		return stepRelease
 	case s.leaseActive || s.triedRecently:
 		return stepNone
@@ -67,6 +70,12 @@ func deletionStepFor(cm *corev1.ConfigMap, s targetState) deletionStep {
 // deletions runs the deletion steps of every source target listed by the periodic pass.
 func (h *Handler) deletions(ctx context.Context, targets []corev1.ConfigMap, now time.Time) {
 	logger := log.FromContext(ctx)
+	successors := map[string]bool{}
+	for _, cm := range targets {
+		if p := cm.Annotations[pipeline.AnnotationRenamedFrom]; p != "" && p != cm.Name && cm.DeletionTimestamp.IsZero() {
+			successors[cm.Namespace+"/"+p] = true
+		}
+	}
 	for i := range targets {
 		cm := &targets[i]
 		st, err := h.targetState(ctx, cm, now)
@@ -74,6 +83,7 @@ func (h *Handler) deletions(ctx context.Context, targets []corev1.ConfigMap, now
 			logger.Info("source target deletion check failed", "sourceTarget", cm.Namespace+"/"+cm.Name, "error", err.Error())
 			continue
 		}
+		st.successor = successors[cm.Namespace+"/"+cm.Name]
 		switch deletionStepFor(cm, st) {
 		case stepRelease:
 			err = h.releaseTarget(ctx, cm)

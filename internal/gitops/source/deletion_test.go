@@ -27,6 +27,7 @@ func TestDeletionStep(t *testing.T) {
 		cm                    *corev1.ConfigMap
 		inventory, nsGoing    bool
 		leaseActive, recently bool
+		successor             bool
 		want                  deletionStep
 	}{
 		"live target with the finalizer":       {cm: target(nil), inventory: true, want: stepNone},
@@ -40,10 +41,11 @@ func TestDeletionStep(t *testing.T) {
 		"deleted without our finalizer":        {cm: target(func(cm *corev1.ConfigMap) { beingDeleted(cm); cm.Finalizers = []string{"other/x"} }), inventory: true, want: stepNone},
 		"deleted, opted out":                   {cm: target(func(cm *corev1.ConfigMap) { beingDeleted(cm); cm.Annotations[AnnotationOrphanOnDelete] = "true" }), inventory: true, want: stepRelease},
 		"deleted, opt-out annotation not true": {cm: target(func(cm *corev1.ConfigMap) { beingDeleted(cm); cm.Annotations[AnnotationOrphanOnDelete] = "yes" }), inventory: true, want: stepPrune},
+		"deleted, renamed: a successor adopts": {cm: target(beingDeleted), inventory: true, successor: true, want: stepRelease},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got := deletionStepFor(tc.cm, targetState{inventory: tc.inventory, namespaceTerminating: tc.nsGoing,
-				leaseActive: tc.leaseActive, triedRecently: tc.recently})
+				leaseActive: tc.leaseActive, triedRecently: tc.recently, successor: tc.successor})
 			NewWithT(t).Expect(got).To(Equal(tc.want))
 		})
 	}

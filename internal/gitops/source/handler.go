@@ -71,6 +71,8 @@ type Handler struct {
 
 	// rec tracks the periodic reconciles (Reconcile).
 	rec reconciler
+	// listRef, when set, replaces the ref listing of the polls (a test seam).
+	listRef func(ctx context.Context, t Target) (string, error)
 
 	// base is the context events run in: it outlives the request that started them.
 	base     context.Context

@@ -52,6 +52,9 @@ const (
 	AnnotationReconcileHandled   = "katastroma.org/reconcile-handled-at"
 	// AnnotationHeadSeen is the head of the ref the last poll saw (written with the lease of the event it started).
 	AnnotationHeadSeen = "katastroma.org/head-commit"
+	// AnnotationPolledAt is when a source handler replica last claimed the target's poll (RFC3339): the replica
+	// whose update at the listed resourceVersion succeeds polls, the others see the claim and wait an interval.
+	AnnotationPolledAt = "katastroma.org/polled-at"
 )
 
 // EventPoll is a periodic event that found the head of the ref ahead of the deployed commit and deploys it.
@@ -60,8 +63,9 @@ const EventPoll = "poll"
 // pollWorkers bounds the ref listings one tick runs at once.
 const pollWorkers = 4
 
-// reconciler remembers when each source target last ran, in memory: after a restart every target waits one
-// interval, so a restart does not start every target at once.
+// reconciler remembers when each source target last ran, in memory, besides the poll claims every replica reads
+// (AnnotationPolledAt): a target without a claim waits one interval after a restart, so a restart does not start
+// every target at once, unless it is a renamed target that never ran (it deploys at once).
 type reconciler struct {
 	mu   sync.Mutex
 	last map[string]time.Time
@@ -133,15 +137,22 @@ func (h *Handler) reconcileDue(ctx context.Context, now time.Time) {
 			continue
 		}
 		last, seen := h.rec.last[key]
+		if claimed, ok := polledAt(cm); ok && (!seen || claimed.After(last)) {
+			last, seen = claimed, true // another replica's poll (or ours before a restart) counts
+		}
 		switch {
-		case !seen || h.Lease.Active(cm, now):
+		case h.Lease.Active(cm, now):
+			h.rec.last[key] = now
+		case !seen && renamedNeverRan(cm):
+			due = append(due, cm) // claimPolls records the time once the claim landed
+		case !seen:
 			h.rec.last[key] = now
 		case pollDue(cm, interval, last, now):
-			h.rec.last[key] = now
 			due = append(due, cm)
 		}
 	}
 	h.rec.mu.Unlock()
+	due = h.claimPolls(ctx, due, now)
 	heads := h.pollHeads(ctx, due)
 	for _, cm := range due {
 		key := cm.Namespace + "/" + cm.Name
@@ -158,6 +169,53 @@ func (h *Handler) reconcileDue(ctx context.Context, now time.Time) {
 			logger.Info("periodic reconcile not started", "sourceTarget", key, "reason", err.Error())
 		}
 	}
+}
+
+// polledAt reads a target's poll claim.
+func polledAt(cm *corev1.ConfigMap) (time.Time, bool) {
+	t, err := time.Parse(time.RFC3339, cm.Annotations[AnnotationPolledAt])
+	return t, err == nil
+}
+
+// renamedNeverRan: the target replaces another one (pipeline.AnnotationRenamedFrom) and no event ever took its
+// lease. It deploys on the first pass instead of an interval later: the target it replaces is being deleted, and
+// nothing else would run it before a push touches its path. (Other new targets wait their interval as after a
+// restart, so registering a target right before its first push does not race the webhook's event.)
+func renamedNeverRan(cm *corev1.ConfigMap) bool {
+	return cm.Annotations[pipeline.AnnotationRenamedFrom] != "" && cm.Annotations[pipeline.AnnotationEventID] == "" &&
+		cm.Annotations[pipeline.AnnotationDeployed] == ""
+}
+
+// claimPolls takes the poll of each due target for this replica: an update at the listed resourceVersion writing
+// AnnotationPolledAt. Source handler replicas list the same targets on their own ticks; only the one whose update
+// lands polls (lists the ref, starts the event), and the others then see the claim and wait the target's interval.
+// A conflict (another replica's claim, an event's lease or release) drops the target from this tick without
+// recording a poll, so the next tick looks again: it then finds the other replica's claim, or claims. Another
+// failure waits an interval, as a poll would. The returned ConfigMaps carry the claim's resourceVersion, so the
+// lease update of the event started next is fenced by it.
+func (h *Handler) claimPolls(ctx context.Context, due []*corev1.ConfigMap, now time.Time) []*corev1.ConfigMap {
+	logger := log.FromContext(ctx)
+	out := make([]*corev1.ConfigMap, 0, len(due))
+	for _, cm := range due {
+		cm = cm.DeepCopy()
+		if cm.Annotations == nil {
+			cm.Annotations = map[string]string{}
+		}
+		cm.Annotations[AnnotationPolledAt] = now.UTC().Format(time.RFC3339)
+		err := h.Client.Update(ctx, cm)
+		if err != nil && apierrors.IsConflict(err) {
+			continue
+		}
+		h.rec.mu.Lock()
+		h.rec.last[cm.Namespace+"/"+cm.Name] = now
+		h.rec.mu.Unlock()
+		if err != nil {
+			logger.Info("claiming the poll failed", "sourceTarget", cm.Namespace+"/"+cm.Name, "error", err.Error())
+			continue
+		}
+		out = append(out, cm)
+	}
+	return out
 }
 
 // reconcileCommit chooses what a due target runs: the head of its ref when the poll read it (a poll when it is
@@ -211,7 +269,11 @@ func (h *Handler) pollHeads(ctx context.Context, due []*corev1.ConfigMap) map[st
 			t := targets[k]
 			var r headResult
 			auth, err := h.auth(ctx, t)
-			if err == nil {
+			switch {
+			case err != nil:
+			case h.listRef != nil:
+				r.sha, err = h.listRef(ctx, t)
+			default:
 				r.sha, err = h.resolveRef(ctx, t, auth)
 			}
 			r.err = err
