@@ -69,6 +69,8 @@ func sampleValue(f *flag.Flag) string {
 		return "7"
 	case f.Name == "groups":
 		return "gnmic,fleet"
+	case f.Name == "monitoring-labels":
+		return "release=kube-prometheus-stack,team=platform"
 	default:
 		return "sample-value"
 	}

@@ -3,6 +3,7 @@ package manager
 import (
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -119,16 +120,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.MonitoringObjects, "monitoring-objects", o.MonitoringObjects,
 		"Create the manager's ServiceMonitors and PrometheusRules in its namespace once the Prometheus Operator's CRDs "+
 			"are served (checked every minute, so also after they are installed later); =false never.")
-	fs.Func("monitoring-labels", "Labels added to the ServiceMonitors and PrometheusRules, as key=value pairs "+
-		"separated by commas (e.g. release=kube-prometheus-stack, for a Prometheus that selects by label).",
-		func(v string) error {
-			labels, err := parseLabels(v)
-			if err != nil {
-				return err
-			}
-			o.MonitoringLabels = labels
-			return nil
-		})
+	fs.Var((*labelsFlag)(&o.MonitoringLabels), "monitoring-labels", "Labels added to the ServiceMonitors and "+
+		"PrometheusRules, as key=value pairs separated by commas (e.g. release=kube-prometheus-stack, for a Prometheus "+
+		"that selects by label).")
 	fs.BoolVar(&o.EscalationGuard, "escalation-guard", o.EscalationGuard,
 		"When running as a ServiceAccount, install the escalation guard (a ValidatingAdmissionPolicy the operator may "+
 			"create but never change) and wait until it is enforced before starting; =false only where an administrator "+
@@ -196,6 +190,30 @@ func (l listFlag) Set(s string) error {
 			*l.values = append(*l.values, v)
 		}
 	}
+	return nil
+}
+
+// labelsFlag is a label map as key=value pairs separated by commas, printed sorted.
+type labelsFlag map[string]string
+
+func (l *labelsFlag) String() string {
+	if l == nil {
+		return ""
+	}
+	pairs := make([]string, 0, len(*l))
+	for k, v := range *l {
+		pairs = append(pairs, k+"="+v)
+	}
+	slices.Sort(pairs)
+	return strings.Join(pairs, ",")
+}
+
+func (l *labelsFlag) Set(v string) error {
+	labels, err := parseLabels(v)
+	if err != nil {
+		return err
+	}
+	*l = labels
 	return nil
 }
 

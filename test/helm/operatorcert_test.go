@@ -64,7 +64,7 @@ func TestOperatorCertificateSource(t *testing.T) {
 		HaveKeyWithValue("name", "webhook-certs"), Not(HaveKeyWithValue("readOnly", true)))))
 
 	// The other sources leave the flags out: the certificate comes from elsewhere.
-	rendered, err = render(t, nil)
+	rendered, err = render(t, map[string]any{"webhook": map[string]any{"certificates": map[string]any{"source": "cert-manager"}}})
 	g.Expect(err).NotTo(HaveOccurred())
 	d = find(rendered, "Deployment", installed.Deployment)
 	g.Expect(d).NotTo(BeNil())
