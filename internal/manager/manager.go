@@ -111,6 +111,8 @@ type Options struct {
 	EnforceSecretUseAuthz bool
 	// PlatformNamespaces, when set, are the only namespaces where gitops Platforms are deployed.
 	PlatformNamespaces []string
+	// AllowPrivilegedTenants lets a gitops Tenant ask for Pod Security level privileged.
+	AllowPrivilegedTenants bool
 	// EscalationGuard makes the manager, when it runs as a ServiceAccount, install its escalation guard (package
 	// guard) and wait until the API server enforces it before any controller starts.
 	EscalationGuard bool
@@ -347,10 +349,11 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		APIBindAddress:  o.APIBindAddress,
 		WatchNamespaces: o.WatchNamespaces,
 		// A Tenant owning the operator's namespace could deploy into it with the pipeline's identities.
-		PlatformNamespaces: o.PlatformNamespaces,
-		ReservedNamespaces: slices.DeleteFunc([]string{podNamespace(o.LeaderElectionNamespace)}, func(s string) bool { return s == "" }),
-		Clock:              o.Clock,
-		GPUResourceName:    o.GPUResourceName,
+		PlatformNamespaces:     o.PlatformNamespaces,
+		AllowPrivilegedTenants: o.AllowPrivilegedTenants,
+		ReservedNamespaces:     slices.DeleteFunc([]string{podNamespace(o.LeaderElectionNamespace)}, func(s string) bool { return s == "" }),
+		Clock:                  o.Clock,
+		GPUResourceName:        o.GPUResourceName,
 		GNMIc: operator.GNMIcSettings{PollInterval: o.GNMIcPollInterval, ReconnectBackoff: o.GNMIcReconnectBackoff,
 			ClusterDomain: o.GNMIcClusterDomain, CertificateWait: o.GNMIcCertificateWait,
 			TargetTLSPropagation: o.GNMIcTargetTLSPropagation, EnforceSecretUseAuthz: o.EnforceSecretUseAuthz,
