@@ -113,7 +113,7 @@ func TestTenantReportsNamespacesWithoutProof(t *testing.T) {
 		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(c.Reason).To(Equal(gitopsv1alpha1.ReasonNamespaceNotMarked))
 		g.Expect(c.Message).To(ContainSubstring(old))
-		g.Expect(c.Message).NotTo(ContainSubstring(name+",")) // the namespace it created is proven
+		g.Expect(c.Message).NotTo(ContainSubstring(name + ",")) // the namespace it created is proven
 	}).Should(Succeed())
 
 	ns := &corev1.Namespace{}
@@ -135,7 +135,7 @@ func TestTenantNamespacesEnforcePodSecurity(t *testing.T) {
 	name := "psa-" + suffix()
 	edited := name + "-edited"
 	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: edited,
-		Labels: map[string]string{gitopsv1alpha1.LabelTenant: name, gitopsv1alpha1.LabelPodSecurityEnforce: "baseline"},
+		Labels:      map[string]string{gitopsv1alpha1.LabelTenant: name, gitopsv1alpha1.LabelPodSecurityEnforce: "baseline"},
 		Annotations: granted(name)}})).To(Succeed())
 	bare := name + "-bare"
 	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: bare,

@@ -120,7 +120,9 @@ func checks(o Options) []check {
 	}}
 }
 
-func ops(o ...admissionregistrationv1.OperationType) []admissionregistrationv1.OperationType { return o }
+func ops(o ...admissionregistrationv1.OperationType) []admissionregistrationv1.OperationType {
+	return o
+}
 
 func rule(group string, resources []string, operations []admissionregistrationv1.OperationType) admissionregistrationv1.NamedRuleWithOperations {
 	return admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
