@@ -215,7 +215,8 @@ func Start(ctx context.Context, name string, o Options) (*Running, error) {
 			return nil, err
 		}
 		r.HTTPAddr = httpLis.Addr().String()
-		httpSrv = &http.Server{Handler: handler.Mux(), ReadHeaderTimeout: 10 * time.Second}
+		// Bounded reads: the webhook and the registration API answer unauthenticated senders first.
+		httpSrv = &http.Server{Handler: handler.Mux(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	}
 	go func() {
 		var wg sync.WaitGroup

@@ -66,6 +66,9 @@ type Handler struct {
 	// MaxFetches bounds the git fetches running at once (0: DefaultMaxFetches); see fetch.go.
 	MaxFetches int
 
+	// deliveries remembers webhook deliveries already acted on (replay protection).
+	deliveries deliveryLog
+
 	// fetches shares in-flight fetches of one commit between targets.
 	fetches fetchGroup
 

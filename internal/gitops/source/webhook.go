@@ -23,7 +23,12 @@ import (
 const (
 	WebhookSecretName = "github-webhook-secret"
 	WebhookSecretKey  = "webhook-secret"
-	maxBody           = 25 << 20 // GitHub caps payloads at 25 MB
+	// maxBody bounds what is read before the signature is checked. GitHub caps payloads at 25 MB, but a push
+	// payload lists at most 20 commits with their file names: 5 MiB leaves room and keeps an unauthenticated
+	// sender from making each request cost 25 MiB.
+	maxBody = 5 << 20
+	// bodyReadTimeout bounds reading the body (a slow sender holds a connection only this long).
+	bodyReadTimeout = 10 * time.Second
 )
 
 func reply(w http.ResponseWriter, code int, v map[string]any) {
@@ -59,8 +64,13 @@ func (h *Handler) ServeWebhook(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusInternalServerError, map[string]any{"error": "reading the webhook secret"})
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyReadTimeout))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
+		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+			reply(w, http.StatusRequestEntityTooLarge, map[string]any{"error": fmt.Sprintf("body over %d bytes", maxBody)})
+			return
+		}
 		reply(w, http.StatusBadRequest, map[string]any{"error": "reading the body"})
 		return
 	}
@@ -68,6 +78,13 @@ func (h *Handler) ServeWebhook(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusUnauthorized, map[string]any{"error": "signature mismatch"})
 		return
 	}
+	delivery := deliveryKeys(ns, r.Header.Get("X-GitHub-Delivery"), body)
+	if !h.deliveries.claim(delivery, time.Now()) {
+		reply(w, http.StatusOK, map[string]any{"status": "ignored", "reason": "delivery already received (a replay)"})
+		return
+	}
+	// A failure on our side lets GitHub (or an operator) redeliver.
+	failed := func() { h.deliveries.release(delivery) }
 	if ev := r.Header.Get("X-GitHub-Event"); ev != "push" {
 		reply(w, http.StatusOK, map[string]any{"status": "ignored", "reason": "event " + ev + " is not a push"})
 		return
@@ -84,6 +101,7 @@ func (h *Handler) ServeWebhook(w http.ResponseWriter, r *http.Request) {
 	cms, err := h.Targets(ctx, ns)
 	if err != nil {
 		log.Error(err, "listing source targets", "namespace", ns)
+		failed()
 		reply(w, http.StatusInternalServerError, map[string]any{"error": "listing source targets"})
 		return
 	}
@@ -121,6 +139,9 @@ func (h *Handler) ServeWebhook(w http.ResponseWriter, r *http.Request) {
 		}()
 	} else {
 		stage.End(span, lerr)
+		if lerr != nil {
+			failed()
+		}
 	}
 	if lerr != nil {
 		log.Error(lerr, "taking the leases of a push", "namespace", ns, "event", eventID)
