@@ -382,6 +382,9 @@ func (h *Handler) auth(ctx context.Context, t Target) (authMethod, error) {
 		}
 		return nil, err
 	}
+	if err := checkCredentialTarget(s, t); err != nil {
+		return nil, err
+	}
 	return AuthFromSecret(s)
 }
 

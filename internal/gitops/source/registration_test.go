@@ -25,6 +25,9 @@ func TestValidateRegistration(t *testing.T) {
 		"ftp":                 {"web", func(r *Registration) { r.RepoURL = "ftp://h/o/r" }, []string{"repoURL: Invalid value", "scheme"}},
 		"embedded password":   {"web", func(r *Registration) { r.RepoURL = "https://u:p@github.com/o/r" }, []string{"must not embed a password"}},
 		"no repository path":  {"web", func(r *Registration) { r.RepoURL = "https://github.com/" }, []string{"needs a host and a repository path"}},
+		"credentials over http": {"web", func(r *Registration) {
+			r.RepoURL, r.Credentials = "http://git.example.com/o/r", &Credentials{Type: "github-token", Token: "t"}
+		}, []string{"credentials: Forbidden: credentials are never sent over http://"}},
 		"no ref":              {"web", func(r *Registration) { r.Ref = " " }, []string{"ref: Required value"}},
 		"escaping path":       {"web", func(r *Registration) { r.Path = "deploy/../../etc" }, []string{"path: Invalid value"}},
 		"absolute path":       {"web", func(r *Registration) { r.Path = "/etc" }, []string{"path: Invalid value"}},
