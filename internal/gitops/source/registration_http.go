@@ -20,9 +20,9 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	gitopsv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gitops/v1alpha1"
-	"github.com/quartet-dev/quartet-operator/internal/requester"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/pipeline"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/renderer"
+	"github.com/quartet-dev/quartet-operator/internal/requester"
 )
 
 // RegisteredTarget is one source target as the registration API lists it.
