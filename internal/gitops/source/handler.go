@@ -192,7 +192,7 @@ func startEvent(kind, tenant string, attrs ...attribute.KeyValue) (context.Conte
 func startTarget(ctx context.Context, t Target) (context.Context, trace.Span, string) {
 	ctx, span := tracer().Start(ctx, "source_target", trace.WithAttributes(
 		attribute.String("source_target.name", t.Namespace+"/"+t.Name),
-		attribute.String("source_target.repo_url", t.RepoURL), attribute.String("source_target.ref", t.Ref),
+		attribute.String("source_target.repo_url", pipeline.RedactURL(t.RepoURL)), attribute.String("source_target.ref", t.Ref),
 		attribute.String("source_target.path", t.Path)))
 	return ctx, span, span.SpanContext().SpanID().String()
 }
@@ -355,7 +355,8 @@ func lastError(err error) string {
 
 // fetchCommit fetches a target's commit under the git timeout.
 func (h *Handler) fetchCommit(ctx context.Context, t Target, sha string, auth authMethod) (c *object.Commit, err error) {
-	err = gitDeadline(ctx, h.GitTimeout, "fetching "+t.RepoURL, func(ctx context.Context) error {
+	defer func() { err = pipeline.RedactError(err, t.RepoURL) }()
+	err = gitDeadline(ctx, h.GitTimeout, "fetching "+pipeline.RedactURL(t.RepoURL), func(ctx context.Context) error {
 		c, err = FetchCommit(ctx, t.RepoURL, t.Ref, sha, auth)
 		return err
 	})
@@ -364,7 +365,8 @@ func (h *Handler) fetchCommit(ctx context.Context, t Target, sha string, auth au
 
 // resolveRef resolves a target's ref under the git timeout.
 func (h *Handler) resolveRef(ctx context.Context, t Target, auth authMethod) (sha string, err error) {
-	err = gitDeadline(ctx, h.GitTimeout, "listing "+t.RepoURL, func(ctx context.Context) error {
+	defer func() { err = pipeline.RedactError(err, t.RepoURL) }()
+	err = gitDeadline(ctx, h.GitTimeout, "listing "+pipeline.RedactURL(t.RepoURL), func(ctx context.Context) error {
 		sha, err = ResolveRef(ctx, t.RepoURL, t.Ref, auth)
 		return err
 	})

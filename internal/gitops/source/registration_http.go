@@ -196,7 +196,7 @@ func (h *Handler) listTargets(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]RegisteredTarget, 0, len(cms))
 	for _, cm := range cms {
-		out = append(out, RegisteredTarget{Name: cm.Name, RepoURL: cm.Data["repo-url"], Ref: cm.Data["ref"],
+		out = append(out, RegisteredTarget{Name: cm.Name, RepoURL: pipeline.RedactURL(cm.Data["repo-url"]), Ref: cm.Data["ref"],
 			Path: cm.Data["path"], CredentialSecret: cm.Annotations[pipeline.AnnotationCredentials],
 			LastResult: cm.Annotations[pipeline.AnnotationResult], EventID: cm.Annotations[pipeline.AnnotationEventID],
 			DeployedCommit: cm.Annotations[pipeline.AnnotationDeployed], HeadCommit: cm.Annotations[AnnotationHeadSeen],
