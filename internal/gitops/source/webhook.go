@@ -123,6 +123,17 @@ func (h *Handler) ServeWebhook(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusOK, map[string]any{"status": "ignored", "reason": "no source target matches"})
 		return
 	}
+	targets, stale, err := h.atHead(ctx, targets, push)
+	if err != nil {
+		log.Error(err, "reading the head of the pushed ref", "namespace", ns)
+		failed()
+		reply(w, http.StatusServiceUnavailable, map[string]any{"error": err.Error()})
+		return
+	}
+	if len(targets) == 0 {
+		reply(w, http.StatusOK, map[string]any{"status": "ignored", "reason": stale})
+		return
+	}
 	ectx, span := startEvent(EventWebhook, h.Tenant(ctx, ns),
 		attribute.String("github.delivery_id", r.Header.Get("X-GitHub-Delivery")),
 		attribute.String("github.head_commit", push.After))
@@ -186,4 +197,36 @@ func (h *Handler) leaseAll(ctx context.Context, targets []Target, commit string)
 	}
 	wg.Wait()
 	return jobs, errors.Join(errs...)
+}
+
+// headCheckTimeout bounds reading the heads of a push's ref, which the sender waits for.
+const headCheckTimeout = 5 * time.Second
+
+// atHead keeps the targets whose ref's current head is the pushed commit: only the head is deployed, so a captured
+// delivery replayed later (the delivery memory is per process) or an older push arriving late deploys nothing.
+// The head is read once per repository, credentials and ref. stale says why targets were dropped.
+func (h *Handler) atHead(ctx context.Context, targets []Target, push Push) (kept []Target, stale string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, headCheckTimeout)
+	defer cancel()
+	heads := map[string]string{}
+	for _, t := range targets {
+		key := t.Namespace + "/" + t.CredentialSecret + "|" + NormalizeRepoURL(t.RepoURL) + "|" + NormalizeRef(t.Ref)
+		head, ok := heads[key]
+		if !ok {
+			auth, err := h.auth(ctx, t)
+			if err != nil {
+				return nil, "", fmt.Errorf("source target %s/%s: %w", t.Namespace, t.Name, err)
+			}
+			if head, err = h.resolveRef(ctx, t, auth); err != nil {
+				return nil, "", fmt.Errorf("source target %s/%s: reading the head of %s: %w", t.Namespace, t.Name, push.Ref, err)
+			}
+			heads[key] = head
+		}
+		if head == push.After {
+			kept = append(kept, t)
+			continue
+		}
+		stale = fmt.Sprintf("commit %s is not the head of %s (the head is %s): only the head is deployed", push.After, push.Ref, head)
+	}
+	return kept, stale, nil
 }
