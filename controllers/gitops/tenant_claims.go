@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	gitopsv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gitops/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/tenancy"
@@ -63,4 +65,13 @@ func setProofCondition(t *gitopsv1alpha1.Tenant, unproven []string) {
 			"removes it from spec.namespaces", strings.Join(unproven, ", "), gitopsv1alpha1.AnnotationGrantedTo, t.Name)
 	}
 	meta.SetStatusCondition(&t.Status.Conditions, c)
+}
+
+// namespaceTenant maps an object to the Tenant its namespace is labelled for.
+func (r *TenantReconciler) namespaceTenant(ctx context.Context, obj client.Object) []reconcile.Request {
+	ns := &corev1.Namespace{}
+	if err := r.Get(ctx, client.ObjectKey{Name: obj.GetNamespace()}, ns); err != nil {
+		return nil
+	}
+	return labelledTenant(ctx, ns)
 }

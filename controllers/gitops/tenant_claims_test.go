@@ -53,6 +53,24 @@ func TestTenantCannotClaimByName(t *testing.T) {
 	err = env.Client.Create(ctx, newTenant(name, monitoring))
 	g.Expect(err).To(MatchError(ContainSubstring("ClusterRoleBinding " + crb.Name)))
 
+	// The controller decides the same way (admission may be off, or a namespace change after the claim): a
+	// Platform created in a namespace the Tenant holds stalls the Tenant, naming why.
+	held := "held-" + suffix()
+	g.Expect(env.Client.Create(ctx, newTenant(held, held))).To(Succeed())
+	g.Eventually(func(g Gomega) { readyTenant(g, held) }).Should(Succeed())
+	intruder := &gitopsv1alpha1.Platform{ObjectMeta: metav1.ObjectMeta{Namespace: held, Name: "main"},
+		Spec: gitopsv1alpha1.PlatformSpec{Image: "example.com/katastroma:v1", CollectorEndpoint: "otel.obs.svc:4317"}}
+	g.Expect(env.Client.Create(ctx, intruder)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, intruder) })
+	g.Eventually(func(g Gomega) {
+		got := &gitopsv1alpha1.Tenant{}
+		get(g, types.NamespacedName{Name: held}, got)
+		c := meta.FindStatusCondition(got.Status.Conditions, gitopsv1alpha1.ConditionReady)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(gitopsv1alpha1.ReasonNamespaceReserved))
+		g.Expect(c.Message).To(ContainSubstring("holds the gitops Platform main"))
+	}).Should(Succeed())
+
 	// Tenants cannot ask to write Namespace objects.
 	bad := newTenant(name, name)
 	bad.Spec.Resources = []gitopsv1alpha1.TenantResource{{APIGroups: []string{""}, Resources: []string{"namespaces"}}}

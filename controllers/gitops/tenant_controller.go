@@ -151,8 +151,12 @@ func (r *TenantReconciler) namespaces(ctx context.Context, t *gitopsv1alpha1.Ten
 			if owner := ns.Labels[gitopsv1alpha1.LabelTenant]; owner != "" && owner != t.Name {
 				return ready, unproven, &claimedError{namespace: name, owner: owner}
 			}
-			if err := r.adopt(ctx, t, ns); err != nil {
+			proof, err := r.claim(ctx, t, ns)
+			if err != nil {
 				return ready, unproven, err
+			}
+			if proof == tenancy.LabelOnly {
+				unproven = append(unproven, name)
 			}
 		}
 		if err := r.children(ctx, t, name); err != nil {
@@ -352,6 +356,8 @@ func (r *TenantReconciler) SetupWithManager(mgr ctrl.Manager, o kube.ControllerO
 		Owns(&corev1.ServiceAccount{}).
 		Owns(&rbacv1.RoleBinding{}).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(labelledTenant)).
+		// A Platform appearing in a tenant's namespace makes it one no tenant may hold.
+		Watches(&gitopsv1alpha1.Platform{}, handler.EnqueueRequestsFromMapFunc(r.namespaceTenant)).
 		Watches(&rbacv1.ClusterRole{}, handler.EnqueueRequestsFromMapFunc(r.allTenants),
 			builder.WithPredicates(predicate.NewPredicateFuncs(aggregatedIntoTenantRoles))).
 		WithOptions(o.Options()).
