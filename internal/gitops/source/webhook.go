@@ -78,13 +78,6 @@ func (h *Handler) ServeWebhook(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusUnauthorized, map[string]any{"error": "signature mismatch"})
 		return
 	}
-	delivery := deliveryKeys(ns, r.Header.Get("X-GitHub-Delivery"), body)
-	if !h.deliveries.claim(delivery, time.Now()) {
-		reply(w, http.StatusOK, map[string]any{"status": "ignored", "reason": "delivery already received (a replay)"})
-		return
-	}
-	// A failure on our side lets GitHub (or an operator) redeliver.
-	failed := func() { h.deliveries.release(delivery) }
 	if ev := r.Header.Get("X-GitHub-Event"); ev != "push" {
 		reply(w, http.StatusOK, map[string]any{"status": "ignored", "reason": "event " + ev + " is not a push"})
 		return
@@ -98,6 +91,14 @@ func (h *Handler) ServeWebhook(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusOK, map[string]any{"status": "ignored", "reason": "branch deleted"})
 		return
 	}
+	// Only pushes acted on are remembered: a ping or an unparsable body says nothing about a later delivery.
+	delivery := deliveryKeys(ns, r.Header.Get("X-GitHub-Delivery"), body)
+	if !h.deliveries.claim(delivery, time.Now()) {
+		reply(w, http.StatusOK, map[string]any{"status": "ignored", "reason": "delivery already received (a replay)"})
+		return
+	}
+	// A failure on our side lets GitHub (or an operator) redeliver.
+	failed := func() { h.deliveries.release(delivery) }
 	cms, err := h.Targets(ctx, ns)
 	if err != nil {
 		log.Error(err, "listing source targets", "namespace", ns)
