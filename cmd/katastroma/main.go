@@ -77,6 +77,8 @@ func run(args []string) error {
 		"How long streams on an aged connection may finish (0: the larger of --rpc-timeout and 5m).")
 	gitTimeout := fs.Duration("git-timeout", source.DefaultGitTimeout, "Deadline of each git fetch or ref listing (source).")
 	maxFetches := fs.Int("max-fetches", source.DefaultMaxFetches, "Git fetches running at once; targets fetching the same commit share one (source).")
+	maxTenantFetches := fs.Int("max-fetches-per-tenant", source.DefaultMaxFetchesPerTenant, "Git fetches one tenant runs at once (source).")
+	maxFetchBytes := fs.Int64("max-fetch-bytes", source.DefaultMaxFetchBytes, "Bytes of git objects one fetch may hold; more fails that target's event (source).")
 	verifyTimeout := fs.Duration("verify-timeout", provisioner.DefaultVerifyTimeout, "How long the provisioner "+
 		"waits for the applied objects to become healthy (kstatus Current) before failing the event; 0 turns "+
 		"the verify off. Must stay below --rpc-timeout (unset, it is lowered to 3/5 of a smaller --rpc-timeout).")
@@ -98,6 +100,7 @@ func run(args []string) error {
 	o := runner.Options{GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr, Next: *next, OrdererAddr: *ordererAddr,
 		Scheme: operator.NewScheme(), Lease: source.LeaseConfig{StaleAfter: *staleAfter, MaxReplays: *maxReplays},
 		RegistrationAudience: *audience, GitTimeout: *gitTimeout, MaxFetches: *maxFetches,
+		MaxFetchesPerTenant: *maxTenantFetches, MaxFetchBytes: *maxFetchBytes,
 		Connection: stage.Connection{RPCTimeout: *rpcTimeout, KeepaliveTime: *keepTime, KeepaliveTimeout: *keepTimeout,
 			MaxConnectionAge: *maxAge, MaxConnectionAgeGrace: *maxAgeGrace}}
 	if o.VerifyTimeout, err = verifyDeadline(fs, *verifyTimeout, *rpcTimeout); err != nil {

@@ -79,6 +79,9 @@ type Options struct {
 	GitTimeout time.Duration
 	// MaxFetches bounds the source handler's concurrent git fetches (0: source.DefaultMaxFetches).
 	MaxFetches int
+	// MaxFetchesPerTenant and MaxFetchBytes bound one tenant's fetches and one fetch's size (0: the defaults).
+	MaxFetchesPerTenant int
+	MaxFetchBytes       int64
 }
 
 // Running is a started stage.
@@ -182,7 +185,7 @@ func Start(ctx context.Context, name string, o Options) (*Running, error) {
 		}
 		handler = &source.Handler{Client: c, Renderer: katastromav1.NewRendererServiceClient(next), Lease: o.Lease,
 			Audience: o.RegistrationAudience, BeforeStream: o.BeforeStream, GitTimeout: o.GitTimeout,
-			MaxFetches: o.MaxFetches}
+			MaxFetches: o.MaxFetches, MaxFetchesPerTenant: o.MaxFetchesPerTenant, MaxFetchBytes: o.MaxFetchBytes}
 		handler.Start(ctx)
 		tick := o.ReconcileTick
 		if tick <= 0 {

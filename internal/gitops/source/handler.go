@@ -65,6 +65,10 @@ type Handler struct {
 	GitTimeout time.Duration
 	// MaxFetches bounds the git fetches running at once (0: DefaultMaxFetches); see fetch.go.
 	MaxFetches int
+	// MaxFetchesPerTenant bounds those of one tenant (0: DefaultMaxFetchesPerTenant); MaxFetchBytes bounds what
+	// one fetch stores (0: DefaultMaxFetchBytes).
+	MaxFetchesPerTenant int
+	MaxFetchBytes       int64
 
 	// deliveries remembers webhook deliveries already acted on (replay protection).
 	deliveries deliveryLog
@@ -357,7 +361,7 @@ func lastError(err error) string {
 func (h *Handler) fetchCommit(ctx context.Context, t Target, sha string, auth authMethod) (c *object.Commit, err error) {
 	defer func() { err = pipeline.RedactError(err, t.RepoURL) }()
 	err = gitDeadline(ctx, h.GitTimeout, "fetching "+pipeline.RedactURL(t.RepoURL), func(ctx context.Context) error {
-		c, err = FetchCommit(ctx, t.RepoURL, t.Ref, sha, auth)
+		c, err = FetchCommitBounded(ctx, t.RepoURL, t.Ref, sha, auth, h.MaxFetchBytes)
 		return err
 	})
 	return c, err
