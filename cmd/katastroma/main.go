@@ -18,6 +18,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/quartet-dev/quartet-operator/internal/gitops/provisioner"
@@ -77,6 +78,12 @@ func run(args []string) error {
 		"How long streams on an aged connection may finish (0: the larger of --rpc-timeout and 5m).")
 	gitTimeout := fs.Duration("git-timeout", source.DefaultGitTimeout, "Deadline of each git fetch or ref listing (source).")
 	maxFetches := fs.Int("max-fetches", source.DefaultMaxFetches, "Git fetches running at once; targets fetching the same commit share one (source).")
+	maxTenantFetches := fs.Int("max-fetches-per-tenant", source.DefaultMaxFetchesPerTenant, "Git fetches one tenant runs at once (source).")
+	maxFetchBytes := fs.Int64("max-fetch-bytes", source.DefaultMaxFetchBytes, "Bytes of git objects one fetch may hold; more fails that target's event (source).")
+	tokenFile := fs.String("stage-token-file", "", "Projected ServiceAccount token (audience "+stage.Audience+") sent with "+
+		"every call to another stage.")
+	callers := fs.String("stage-callers", "", "Comma-separated namespaces whose stage ServiceAccounts (katastroma-*) may call "+
+		"this stage; set, every call needs their token (TokenReview). Provisioner and pruner only.")
 	verifyTimeout := fs.Duration("verify-timeout", provisioner.DefaultVerifyTimeout, "How long the provisioner "+
 		"waits for the applied objects to become healthy (kstatus Current) before failing the event; 0 turns "+
 		"the verify off. Must stay below --rpc-timeout (unset, it is lowered to 3/5 of a smaller --rpc-timeout).")
@@ -98,8 +105,9 @@ func run(args []string) error {
 	o := runner.Options{GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr, Next: *next, OrdererAddr: *ordererAddr,
 		Scheme: operator.NewScheme(), Lease: source.LeaseConfig{StaleAfter: *staleAfter, MaxReplays: *maxReplays},
 		RegistrationAudience: *audience, GitTimeout: *gitTimeout, MaxFetches: *maxFetches,
+		MaxFetchesPerTenant: *maxTenantFetches, MaxFetchBytes: *maxFetchBytes,
 		Connection: stage.Connection{RPCTimeout: *rpcTimeout, KeepaliveTime: *keepTime, KeepaliveTimeout: *keepTimeout,
-			MaxConnectionAge: *maxAge, MaxConnectionAgeGrace: *maxAgeGrace}}
+			MaxConnectionAge: *maxAge, MaxConnectionAgeGrace: *maxAgeGrace, TokenFile: *tokenFile}}
 	if o.VerifyTimeout, err = verifyDeadline(fs, *verifyTimeout, *rpcTimeout); err != nil {
 		return err
 	}
@@ -107,6 +115,16 @@ func run(args []string) error {
 		if o.Config, err = ctrl.GetConfig(); err != nil {
 			return fmt.Errorf("loading the kubeconfig: %w", err)
 		}
+	}
+	if *callers != "" {
+		if o.Config == nil {
+			return fmt.Errorf("--stage-callers: the %s stage does not check callers (provisioner and pruner do)", mode)
+		}
+		reviews, err := client.New(o.Config, client.Options{Scheme: o.Scheme})
+		if err != nil {
+			return err
+		}
+		o.Connection.Auth = &stage.Authenticator{Review: stage.KubeReview(reviews), Namespaces: strings.Split(*callers, ",")}
 	}
 	if *metricsAddr != "0" {
 		lis, err := net.Listen("tcp", *metricsAddr)

@@ -62,6 +62,8 @@ type PlatformReconciler struct {
 // One ClusterRoleBinding per stage role, with fixed names (platform.SharedBindingNames): create cannot be limited by
 // name, update/patch/delete are; the escalation guard refuses any other subject than a stage ServiceAccount.
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=get;list;watch;create
+// Tenants are read: a tenant namespace gets the source stage's binding only once its Tenant claimed it.
+// +kubebuilder:rbac:groups=katastroma.org,resources=tenants,verbs=get;list;watch
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=update;patch;delete,resourceNames=quartet-operator-katastroma-source;quartet-operator-katastroma-provisioner;quartet-operator-katastroma-pruner
 // RoleBindings of shipped ClusterRoles only (pharos's here, the source stage's in tenant namespaces); the guard
 // confines them to tenant and Platform namespaces. The Roles earlier versions wrote are deleted by name.
@@ -350,6 +352,8 @@ func (r *PlatformReconciler) SetupWithManager(mgr ctrl.Manager, o kube.Controlle
 		// A namespace labelled (or unlabelled) as a tenant gains (or loses) the source stage's Role.
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.allPlatforms),
 			builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		// ... once its Tenant has claimed it (the Tenant's status lists it).
+		Watches(&gitopsv1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.allPlatforms)).
 		WithOptions(o.Options()).
 		Named(PlatformControllerName).
 		Complete(r)

@@ -60,15 +60,19 @@ func TestPlatformControllerBindsOnlyTheShippedRoles(t *testing.T) {
 	ctx := context.Background()
 	g.Expect(testenv.ApplyShippedClusterRoles(ctx, env.Client)).To(Succeed())
 	asOperator := operatorClient(t, g)
+	ns, tenantNS := "katastroma-"+suffix(), "team-"+suffix()
+	// A tenant namespace its Tenant has claimed, while the manager still runs the Tenant controller.
+	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNS,
+		Labels:      map[string]string{gitopsv1alpha1.LabelTenant: tenantNS},
+		Annotations: map[string]string{gitopsv1alpha1.AnnotationGrantedTo: tenantNS}}})).To(Succeed())
+	g.Expect(env.Client.Create(ctx, newTenant(tenantNS, tenantNS))).To(Succeed())
+	g.Eventually(func(g Gomega) { readyTenant(g, tenantNS) }).Should(Succeed())
 	// The shared manager reconciles Platforms as admin, which would make any refused write pass unseen.
 	g.Expect(env.StopManager()).To(Succeed())
 	t.Cleanup(func() { NewWithT(t).Expect(env.StartManager()).To(Succeed()) })
 	r := &gitops.PlatformReconciler{Client: asOperator}
 
-	ns, tenantNS := "katastroma-"+suffix(), "team-"+suffix()
 	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNS,
-		Labels: map[string]string{gitopsv1alpha1.LabelTenant: "team"}}})).To(Succeed())
 	p := &gitopsv1alpha1.Platform{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "main"},
 		Spec: gitopsv1alpha1.PlatformSpec{Image: "example.com/katastroma:v1", CollectorEndpoint: "otel.obs.svc:4317"}}
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())

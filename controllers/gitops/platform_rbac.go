@@ -162,17 +162,31 @@ func roleRef(binding client.Object) rbacv1.RoleRef {
 	return rbacv1.RoleRef{}
 }
 
-// sourceTenantRBAC binds the source stage's tenant ClusterRole in every tenant namespace and removes the bindings
-// from namespaces that are no longer tenants. They cannot be owned across namespaces: the finalizer removes them
-// by label.
+// sourceTenantRBAC binds the source stage's tenant ClusterRole in every claimed tenant namespace and removes the
+// bindings from namespaces that are no longer. A namespace is claimed once its Tenant has set it up (the Tenant's
+// status lists it) and it still carries that Tenant's label: a tenant label alone, which anyone creating a
+// namespace can set, earns no binding. They cannot be owned across namespaces: the finalizer removes them by label.
 func (r *PlatformReconciler) sourceTenantRBAC(ctx context.Context, p *gitopsv1alpha1.Platform) error {
 	var nss corev1.NamespaceList
 	if err := r.List(ctx, &nss, client.HasLabels{gitopsv1alpha1.LabelTenant}); err != nil {
 		return fmt.Errorf("listing tenant namespaces: %w", err)
 	}
+	var tenants gitopsv1alpha1.TenantList
+	if err := r.List(ctx, &tenants); err != nil {
+		return fmt.Errorf("listing Tenants: %w", err)
+	}
+	claimed := map[string]string{} // namespace → the Tenant that set it up
+	for _, t := range tenants.Items {
+		if t.DeletionTimestamp != nil {
+			continue
+		}
+		for _, ns := range t.Status.Namespaces {
+			claimed[ns] = t.Name
+		}
+	}
 	keep := map[string]bool{}
 	for _, ns := range nss.Items {
-		if ns.DeletionTimestamp != nil {
+		if ns.DeletionTimestamp != nil || ns.Name == p.Namespace || claimed[ns.Name] != ns.Labels[gitopsv1alpha1.LabelTenant] {
 			continue
 		}
 		keep[ns.Name] = true

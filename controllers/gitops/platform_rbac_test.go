@@ -21,8 +21,13 @@ func TestPlatformSourceRolesFollowTenantNamespacesAndConflictsAreRefused(t *test
 	ctx := context.Background()
 	ns, tenantNS := "katastroma-"+suffix(), "team-"+suffix()
 	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-	tn := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNS, Labels: map[string]string{gitopsv1alpha1.LabelTenant: "team"}}}
+	tn := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNS, Labels: map[string]string{gitopsv1alpha1.LabelTenant: tenantNS},
+		Annotations: map[string]string{gitopsv1alpha1.AnnotationGrantedTo: tenantNS}}}
 	g.Expect(env.Client.Create(ctx, tn)).To(Succeed())
+	// The namespace is claimed: a tenant label alone earns no binding (TestTenantNamespaceRoleBindingsFollowTheClaim).
+	tenant := newTenant(tenantNS, tenantNS)
+	g.Expect(env.Client.Create(ctx, tenant)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, tenant) })
 	p := &gitopsv1alpha1.Platform{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "main"},
 		Spec: gitopsv1alpha1.PlatformSpec{Image: "example.com/katastroma:v1", CollectorEndpoint: "otel.obs.svc:4317"}}
 	// A ClusterRoleBinding under the pruner's shared name, binding another role, is there first (an earlier test's

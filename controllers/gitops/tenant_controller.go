@@ -24,6 +24,7 @@ import (
 
 	gitopsv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gitops/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/platform"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/tenancy"
 	"github.com/quartet-dev/quartet-operator/internal/kube"
 	"github.com/quartet-dev/quartet-operator/internal/telemetry"
 )
@@ -46,6 +47,10 @@ type TenantReconciler struct {
 	// APIReader reads Secrets uncached: the manager does not cache Secrets cluster-wide.
 	APIReader client.Reader
 	Recorder  recorder.EventRecorder
+	// Reserved are namespaces no Tenant may hold besides the system ones (the operator's own namespace).
+	Reserved []string
+	// AllowPrivileged lets a Tenant ask for Pod Security level privileged (--gitops-allow-privileged-tenants).
+	AllowPrivileged bool
 }
 
 // +kubebuilder:rbac:groups=katastroma.org,resources=tenants,verbs=get;list;watch;update;patch
@@ -59,6 +64,9 @@ type TenantReconciler struct {
 // shipped role; ClusterRoles are read to check what the aggregated tenant roles grant.
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=get;list;watch
+// ClusterRoleBindings and Platforms are read to refuse namespaces whose ServiceAccounts hold cluster-wide rights.
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=get;list;watch
+// +kubebuilder:rbac:groups=katastroma.org,resources=platforms,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile fetches the Tenant, handles offboarding, writes its children and patches status once, only if changed.
@@ -80,19 +88,26 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 		}
 	}
 	before := t.DeepCopy()
-	ready, phaseErr := r.namespaces(ctx, t)
+	var ready, unproven []string
+	phaseErr := invalidSpec(tenancy.ValidatePodSecurity(t, r.AllowPrivileged))
+	if phaseErr == nil {
+		ready, unproven, phaseErr = r.namespaces(ctx, t)
+	}
 	if phaseErr == nil {
 		phaseErr = r.pruneNamespaces(ctx, t)
 	}
 	missing, grantErr := r.missingGrants(ctx, t)
 	phaseErr = errors.Join(phaseErr, grantErr)
 	r.setStatus(t, ready, phaseErr, missing)
+	setProofCondition(t, unproven)
 	if err := kube.PatchStatusIfChanged(ctx, r.Client, before, t); err != nil {
 		return ctrl.Result{}, err
 	}
 	var claimed *claimedError
 	var notGiven *notGivenError
-	if errors.As(phaseErr, &claimed) || errors.As(phaseErr, &notGiven) {
+	var refused *reservedError
+	var invalid *invalidSpecError
+	if errors.As(phaseErr, &claimed) || errors.As(phaseErr, &notGiven) || errors.As(phaseErr, &refused) || errors.As(phaseErr, &invalid) {
 		return ctrl.Result{}, nil // Stalled: a spec change, the other tenant leaving or the label brings it back
 	}
 
@@ -106,52 +121,61 @@ func (e *claimedError) Error() string {
 	return fmt.Sprintf("namespace %s belongs to tenant %s", e.namespace, e.owner)
 }
 
-// namespaces creates or adopts each namespace and writes its children; it returns the namespaces fully set up.
-func (r *TenantReconciler) namespaces(ctx context.Context, t *gitopsv1alpha1.Tenant) ([]string, error) {
-	var ready []string
+// namespaces creates or adopts each namespace and writes its children; it returns the namespaces fully set up and
+// those among them the Tenant holds without proof (tenancy.LabelOnly).
+func (r *TenantReconciler) namespaces(ctx context.Context, t *gitopsv1alpha1.Tenant) (ready, unproven []string, err error) {
 	for i, name := range t.Spec.Namespaces {
+		if tenancy.Reserved(name, r.Reserved) {
+			return ready, unproven, &reservedError{why: tenancy.Refusal(tenancy.Namespace{Name: name}, r.Reserved)}
+		}
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		err := r.Get(ctx, client.ObjectKeyFromObject(ns), ns)
 		switch {
 		case apierrors.IsNotFound(err):
-			ns.Labels = map[string]string{gitopsv1alpha1.LabelTenant: t.Name}
+			// Pod Security is set at creation, so no pod of the tenant's ever runs unconfined.
+			ns.Labels = map[string]string{gitopsv1alpha1.LabelTenant: t.Name,
+				gitopsv1alpha1.LabelPodSecurityEnforce: tenancy.PodSecurityLevel(t)}
 			ns.Annotations = map[string]string{AnnotationCreatedBy: t.Name}
 			if err := controllerutil.SetControllerReference(t, ns, r.Scheme()); err != nil {
-				return ready, err
+				return ready, unproven, err
 			}
 			if err := r.Create(ctx, ns); err != nil {
-				return ready, fmt.Errorf("creating namespace %s: %w", name, err)
+				return ready, unproven, fmt.Errorf("creating namespace %s: %w", name, err)
 			}
 			r.Recorder.Eventf(t, ns, corev1.EventTypeNormal, "NamespaceCreated", "Onboard", "created namespace %s", name)
 		case err != nil:
-			return ready, err
+			return ready, unproven, err
 		case ns.DeletionTimestamp != nil:
-			return ready, fmt.Errorf("namespace %s is being deleted", name)
+			return ready, unproven, fmt.Errorf("namespace %s is being deleted", name)
 		default:
 			if owner := ns.Labels[gitopsv1alpha1.LabelTenant]; owner != "" && owner != t.Name {
-				return ready, &claimedError{namespace: name, owner: owner}
+				return ready, unproven, &claimedError{namespace: name, owner: owner}
 			}
-			if err := r.adopt(ctx, t, ns); err != nil {
-				return ready, err
+			proof, err := r.claim(ctx, t, ns)
+			if err != nil {
+				return ready, unproven, err
+			}
+			if proof == tenancy.LabelOnly {
+				unproven = append(unproven, name)
 			}
 		}
 		if err := r.children(ctx, t, name); err != nil {
-			return ready, fmt.Errorf("namespace %s: %w", name, err)
+			return ready, unproven, fmt.Errorf("namespace %s: %w", name, err)
 		}
 		if err := r.dashboard(ctx, t, name, i == 0); err != nil {
-			return ready, fmt.Errorf("namespace %s: dashboard: %w", name, err)
+			return ready, unproven, fmt.Errorf("namespace %s: dashboard: %w", name, err)
 		}
 		ready = append(ready, name)
 	}
-	return ready, nil
+	return ready, unproven, nil
 }
 
 // notGivenError: a namespace of the spec exists and nobody handed it to the tenant.
 type notGivenError struct{ namespace, tenant string }
 
 func (e *notGivenError) Error() string {
-	return fmt.Sprintf("namespace %s exists and was not made for tenant %s: an administrator hands it over by labelling it %s=%s",
-		e.namespace, e.tenant, gitopsv1alpha1.LabelTenant, e.tenant)
+	return fmt.Sprintf("namespace %s exists and was not made for tenant %s: an administrator hands it over by labelling it %s=%s "+
+		"and annotating it %s=%s", e.namespace, e.tenant, gitopsv1alpha1.LabelTenant, e.tenant, gitopsv1alpha1.AnnotationGrantedTo, e.tenant)
 }
 
 // adopt takes over an existing namespace an administrator labelled for the tenant; a namespace without the label
@@ -159,6 +183,8 @@ func (e *notGivenError) Error() string {
 // sets no owner reference: the namespace existed before the Tenant, so neither offboarding nor the garbage
 // collector may delete it. A reference left by an earlier version on a namespace the Tenant did not create is
 // removed.
+// A namespace held without an enforce level (one from before the operator set it) is given the Tenant's; a level
+// already there, whoever set it, is kept.
 func (r *TenantReconciler) adopt(ctx context.Context, t *gitopsv1alpha1.Tenant, ns *corev1.Namespace) error {
 	if ns.Labels[gitopsv1alpha1.LabelTenant] != t.Name {
 		return &notGivenError{namespace: ns.Name, tenant: t.Name}
@@ -166,6 +192,10 @@ func (r *TenantReconciler) adopt(ctx context.Context, t *gitopsv1alpha1.Tenant, 
 	before := ns.DeepCopy()
 	if !createdBy(ns, t) {
 		ns.OwnerReferences = slices.DeleteFunc(ns.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == t.UID })
+	}
+	// privileged is the API server's usual default and the escalation guard lets the operator set only the others.
+	if _, has := ns.Labels[gitopsv1alpha1.LabelPodSecurityEnforce]; !has && tenancy.PodSecurityLevel(t) != tenancy.PodSecurityPrivileged {
+		ns.Labels[gitopsv1alpha1.LabelPodSecurityEnforce] = tenancy.PodSecurityLevel(t)
 	}
 	if equalMeta(before, ns) {
 		return nil
@@ -280,6 +310,8 @@ func (r *TenantReconciler) setStatus(t *gitopsv1alpha1.Tenant, ready []string, e
 	}
 	var claimed *claimedError
 	var notGiven *notGivenError
+	var reserved *reservedError
+	var invalid *invalidSpecError
 	switch {
 	case err == nil && missing != "":
 		cond(gitopsv1alpha1.ConditionReady, metav1.ConditionFalse, gitopsv1alpha1.ReasonRoleMissing, missing)
@@ -294,6 +326,14 @@ func (r *TenantReconciler) setStatus(t *gitopsv1alpha1.Tenant, ready []string, e
 		cond(gitopsv1alpha1.ConditionReady, metav1.ConditionFalse, gitopsv1alpha1.ReasonNamespaceNotGiven, err.Error())
 		cond(gitopsv1alpha1.ConditionReconciling, metav1.ConditionFalse, gitopsv1alpha1.ReasonNamespaceNotGiven, err.Error())
 		cond(gitopsv1alpha1.ConditionStalled, metav1.ConditionTrue, gitopsv1alpha1.ReasonNamespaceNotGiven, err.Error())
+	case errors.As(err, &reserved):
+		cond(gitopsv1alpha1.ConditionReady, metav1.ConditionFalse, gitopsv1alpha1.ReasonNamespaceReserved, err.Error())
+		cond(gitopsv1alpha1.ConditionReconciling, metav1.ConditionFalse, gitopsv1alpha1.ReasonNamespaceReserved, err.Error())
+		cond(gitopsv1alpha1.ConditionStalled, metav1.ConditionTrue, gitopsv1alpha1.ReasonNamespaceReserved, err.Error())
+	case errors.As(err, &invalid):
+		cond(gitopsv1alpha1.ConditionReady, metav1.ConditionFalse, gitopsv1alpha1.ReasonInvalidSpec, err.Error())
+		cond(gitopsv1alpha1.ConditionReconciling, metav1.ConditionFalse, gitopsv1alpha1.ReasonInvalidSpec, err.Error())
+		cond(gitopsv1alpha1.ConditionStalled, metav1.ConditionTrue, gitopsv1alpha1.ReasonInvalidSpec, err.Error())
 	case errors.As(err, &claimed):
 		cond(gitopsv1alpha1.ConditionReady, metav1.ConditionFalse, gitopsv1alpha1.ReasonNamespaceClaimed, err.Error())
 		cond(gitopsv1alpha1.ConditionReconciling, metav1.ConditionFalse, gitopsv1alpha1.ReasonNamespaceClaimed, err.Error())
@@ -316,6 +356,8 @@ func (r *TenantReconciler) SetupWithManager(mgr ctrl.Manager, o kube.ControllerO
 		Owns(&corev1.ServiceAccount{}).
 		Owns(&rbacv1.RoleBinding{}).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(labelledTenant)).
+		// A Platform appearing in a tenant's namespace makes it one no tenant may hold.
+		Watches(&gitopsv1alpha1.Platform{}, handler.EnqueueRequestsFromMapFunc(r.namespaceTenant)).
 		Watches(&rbacv1.ClusterRole{}, handler.EnqueueRequestsFromMapFunc(r.allTenants),
 			builder.WithPredicates(predicate.NewPredicateFuncs(aggregatedIntoTenantRoles))).
 		WithOptions(o.Options()).

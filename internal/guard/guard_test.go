@@ -161,8 +161,10 @@ func TestInstallRefusesAForeignGuard(t *testing.T) {
 
 func deleteGuard(t *testing.T) {
 	policy, binding := guard.Policy(guard.Options{})
-	NewWithT(t).Expect(client.IgnoreNotFound(env.Client.Delete(context.Background(), binding))).To(Succeed())
-	NewWithT(t).Expect(client.IgnoreNotFound(env.Client.Delete(context.Background(), policy))).To(Succeed())
+	tenantPolicy, tenantBinding := guard.TenantPolicy()
+	for _, obj := range []client.Object{binding, policy, tenantBinding, tenantPolicy} {
+		NewWithT(t).Expect(client.IgnoreNotFound(env.Client.Delete(context.Background(), obj))).To(Succeed())
+	}
 }
 
 // TestOperatorRulesRefuseEveryEscalation binds exactly the operator's generated rules to a ServiceAccount, lets it
@@ -227,4 +229,77 @@ func TestGuardConfinesStagesToPlatformNamespaces(t *testing.T) {
 	}
 	g.Expect(op.Create(ctx, crb(platformNS), client.DryRunAll)).To(Succeed())
 	g.Expect(apierrors.IsForbidden(op.Create(ctx, crb(team), client.DryRunAll))).To(BeTrue(), "a stage subject outside the Platform namespaces")
+}
+
+// TestTenantIdentitiesCannotReachOutsideTheirNamespaces: the tenant pipeline identities (provisioner, pruner) may
+// not write Namespace objects, nor Services that reach outside the cluster network (externalIPs, CVE-2020-8554;
+// NodePort and LoadBalancer unless an administrator allowed the type on the namespace) — even with every RBAC
+// right.
+func TestTenantIdentitiesCannotReachOutsideTheirNamespaces(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	tenantNS := "tenant-" + rand.String(5)
+	prov := serviceAccount(t, tenantNS, gitopsv1alpha1.ProvisionerServiceAccount)
+	bind(t, tenantNS, gitopsv1alpha1.ProvisionerServiceAccount, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"})
+	g.Expect(guard.Install(ctx, env.Client, guard.Options{User: "system:serviceaccount:x:manager"})).To(Succeed())
+	t.Cleanup(func() { deleteGuard(t) })
+	dry := client.DryRunAll
+	svc := func(ns string, mutate func(*corev1.ServiceSpec)) *corev1.Service {
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "svc-"},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}, Selector: map[string]string{"app": "x"}}}
+		if mutate != nil {
+			mutate(&s.Spec)
+		}
+		return s
+	}
+	g.Eventually(func() error {
+		return prov.Create(ctx, svc(tenantNS, func(s *corev1.ServiceSpec) { s.ExternalIPs = []string{"10.0.0.1"} }), dry)
+	}).Should(MatchError(ContainSubstring("externalIPs")), "the API server enforces the tenant guard")
+	g.Expect(prov.Create(ctx, svc(tenantNS, nil), dry)).To(Succeed(), "a ClusterIP Service")
+	nodePort := func(s *corev1.ServiceSpec) { s.Type = corev1.ServiceTypeNodePort }
+	g.Expect(prov.Create(ctx, svc(tenantNS, nodePort), dry)).To(MatchError(ContainSubstring("NodePort")))
+	g.Expect(prov.Create(ctx, svc(tenantNS, func(s *corev1.ServiceSpec) { s.Type = corev1.ServiceTypeLoadBalancer }), dry)).
+		To(MatchError(ContainSubstring("LoadBalancer")))
+	allowed := scratch(t, nil, map[string]string{gitopsv1alpha1.AnnotationAllowServiceTypes: "NodePort"})
+	g.Expect(prov.Create(ctx, svc(allowed, nodePort), dry)).To(Succeed(), "an administrator allowed NodePort there")
+
+	err := prov.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "new-" + rand.String(5)}}, dry)
+	g.Expect(err).To(MatchError(ContainSubstring("may not write Namespace objects")))
+	err = prov.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNS}},
+		client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"privileged"}}}`)), dry)
+	g.Expect(err).To(MatchError(ContainSubstring("may not write Namespace objects")))
+}
+
+// TestGuardLetsTheOperatorSetButNotChangePodSecurity: the operator may give a namespace that has none an enforce
+// label of restricted or baseline, never privileged, and never change or remove one; it may not mark a namespace
+// granted to a tenant (that is the administrator's proof).
+func TestGuardLetsTheOperatorSetButNotChangePodSecurity(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := "guard-" + rand.String(5)
+	op := serviceAccount(t, ns, "manager")
+	bind(t, ns, "manager", rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"})
+	g.Expect(guard.Install(ctx, env.Client, guard.Options{User: "system:serviceaccount:" + ns + ":manager"})).To(Succeed())
+	t.Cleanup(func() { deleteGuard(t) })
+	g.Eventually(func() error { return guard.Enforced(ctx, op, ns) }).Should(Succeed())
+	dry := client.DryRunAll
+	label := func(ns, body string) error {
+		return op.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+			client.RawPatch("application/merge-patch+json", []byte(body)), dry)
+	}
+	bare := scratch(t, map[string]string{gitopsv1alpha1.LabelTenant: "team"}, nil)
+	g.Expect(label(bare, `{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"restricted"}}}`)).To(Succeed())
+	g.Expect(label(bare, `{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"baseline"}}}`)).To(Succeed())
+	g.Expect(label(bare, `{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"privileged"}}}`)).
+		To(MatchError(ContainSubstring("Pod Security")))
+	set := scratch(t, map[string]string{"pod-security.kubernetes.io/enforce": "privileged"}, nil)
+	g.Expect(label(set, `{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"restricted"}}}`)).
+		To(MatchError(ContainSubstring("Pod Security")), "an administrator's level is kept")
+	g.Expect(label(set, `{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":null}}}`)).
+		To(MatchError(ContainSubstring("Pod Security")))
+	g.Expect(label(bare, `{"metadata":{"annotations":{"katastroma.org/granted-to":"team"}}}`)).
+		To(MatchError(ContainSubstring(gitopsv1alpha1.AnnotationGrantedTo)))
+	err := op.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "new-" + rand.String(5),
+		Annotations: map[string]string{gitopsv1alpha1.AnnotationGrantedTo: "team"}}}, dry)
+	g.Expect(err).To(MatchError(ContainSubstring(gitopsv1alpha1.AnnotationGrantedTo)))
 }

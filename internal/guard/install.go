@@ -19,7 +19,7 @@ import (
 // The operator creates its guard and reads it back by name; it can neither change nor delete it, nor any other
 // admission policy (create cannot be limited by name, but a new policy or binding can only refuse more).
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=create
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get,resourceNames=quartet-operator-escalation-guard
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get,resourceNames=quartet-operator-escalation-guard;quartet-operator-tenant-guard
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=selfsubjectreviews,verbs=create
 
 // DigestAnnotation records a digest of the spec the operator created, so a later start can tell the guard it
@@ -35,12 +35,13 @@ func Whoami(ctx context.Context, c client.Client) (string, error) {
 	return review.Status.UserInfo.Username, nil
 }
 
-// Install creates the guard for o.User, or checks that the guard in place is this version's. It never updates or
+// Install creates the guard for o.User and the tenant identities' guard (TenantPolicy), or checks that the guard in place is this version's. It never updates or
 // deletes one: the operator's identity has no right to. A guard from another version (or edited by hand) is an
 // error naming what an administrator must delete, since the operator cannot replace it.
 func Install(ctx context.Context, c client.Client, o Options) error {
 	policy, binding := Policy(o)
-	for _, obj := range []client.Object{policy, binding} {
+	tenantPolicy, tenantBinding := TenantPolicy()
+	for _, obj := range []client.Object{policy, binding, tenantPolicy, tenantBinding} {
 		digest, err := specDigest(obj)
 		if err != nil {
 			return err

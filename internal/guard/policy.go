@@ -51,6 +51,9 @@ func celList(items []string) string {
 	return "[" + strings.Join(quoted, ", ") + "]"
 }
 
+// podSecurityPrefix starts Pod Security Admission's namespace labels.
+const podSecurityPrefix = "pod-security.kubernetes.io/"
+
 // reservedNamespace is true for namespaces the operator never writes workloads or bindings into.
 const reservedNamespace = `(request.namespace.startsWith("kube-") || request.namespace.startsWith("openshift"))`
 
@@ -96,10 +99,20 @@ func checks(o Options) []check {
 			`!(has(object.metadata.labels) && "` + gitopsv1alpha1.LabelTenant + `" in object.metadata.labels)`,
 		message: "the operator may not label an existing namespace for a tenant: an administrator hands a namespace over by labelling it " + gitopsv1alpha1.LabelTenant,
 	}, {
+		// An existing Pod Security label is kept as it is (an administrator's choice); a namespace without an
+		// enforce level may be given restricted or baseline (tenant namespaces from before the operator set one).
 		expression: `request.resource.resource != "namespaces" || request.operation != "UPDATE" || ` +
-			`(has(object.metadata.labels) ? object.metadata.labels.filter(k, k.startsWith("pod-security.kubernetes.io/")).all(k, has(oldObject.metadata.labels) && k in oldObject.metadata.labels && oldObject.metadata.labels[k] == object.metadata.labels[k]) : true) && ` +
-			`(has(oldObject.metadata.labels) ? oldObject.metadata.labels.filter(k, k.startsWith("pod-security.kubernetes.io/")).all(k, has(object.metadata.labels) && k in object.metadata.labels) : true)`,
-		message: "the operator may not change an existing namespace's Pod Security labels",
+			`(has(oldObject.metadata.labels) ? oldObject.metadata.labels.filter(k, k.startsWith("` + podSecurityPrefix + `")).all(k, has(object.metadata.labels) && k in object.metadata.labels && object.metadata.labels[k] == oldObject.metadata.labels[k]) : true) && ` +
+			`(has(object.metadata.labels) ? object.metadata.labels.filter(k, k.startsWith("` + podSecurityPrefix + `")).all(k, (has(oldObject.metadata.labels) && k in oldObject.metadata.labels) || ` +
+			`(k == "` + gitopsv1alpha1.LabelPodSecurityEnforce + `" && object.metadata.labels[k] in ["restricted", "baseline"])) : true)`,
+		message: "the operator may not change or remove an existing namespace's Pod Security labels; it may only give a namespace " +
+			"without one an enforce level of restricted or baseline",
+	}, {
+		expression: `request.resource.resource != "namespaces" || request.operation == "DELETE" || ` +
+			`!(has(object.metadata.annotations) && "` + gitopsv1alpha1.AnnotationGrantedTo + `" in object.metadata.annotations) || ` +
+			`(request.operation == "UPDATE" && has(oldObject.metadata.annotations) && "` + gitopsv1alpha1.AnnotationGrantedTo + `" in oldObject.metadata.annotations && ` +
+			`oldObject.metadata.annotations["` + gitopsv1alpha1.AnnotationGrantedTo + `"] == object.metadata.annotations["` + gitopsv1alpha1.AnnotationGrantedTo + `"])`,
+		message: "the operator may not mark a namespace " + gitopsv1alpha1.AnnotationGrantedTo + ": that is an administrator's proof of a hand-over",
 	}, {
 		expression: `request.resource.resource != "namespaces" || request.operation != "DELETE" || ` +
 			`(has(oldObject.metadata.annotations) && "` + gitopsv1alpha1.AnnotationCreatedBy + `" in oldObject.metadata.annotations)`,
@@ -107,16 +120,20 @@ func checks(o Options) []check {
 	}}
 }
 
+func ops(o ...admissionregistrationv1.OperationType) []admissionregistrationv1.OperationType {
+	return o
+}
+
+func rule(group string, resources []string, operations []admissionregistrationv1.OperationType) admissionregistrationv1.NamedRuleWithOperations {
+	return admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+		Operations: operations,
+		Rule: admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{"*"}, Resources: resources,
+			Scope: ptr.To(admissionregistrationv1.AllScopes)},
+	}}
+}
+
 // Policy is the guard for o.User: the policy and the binding that enforces it (Deny, fail closed).
 func Policy(o Options) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
-	ops := func(o ...admissionregistrationv1.OperationType) []admissionregistrationv1.OperationType { return o }
-	rule := func(group string, resources []string, operations []admissionregistrationv1.OperationType) admissionregistrationv1.NamedRuleWithOperations {
-		return admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-			Operations: operations,
-			Rule: admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{"*"}, Resources: resources,
-				Scope: ptr.To(admissionregistrationv1.AllScopes)},
-		}}
-	}
 	write := ops(admissionregistrationv1.Create, admissionregistrationv1.Update)
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: Name, Labels: map[string]string{"app.kubernetes.io/name": "quartet-operator"}},
@@ -126,7 +143,7 @@ func Policy(o Options) (*admissionregistrationv1.ValidatingAdmissionPolicy, *adm
 				rule("", []string{"secrets", "serviceaccounts/token"}, write),
 				rule("apps", []string{"deployments", "statefulsets", "daemonsets", "replicasets"}, write),
 				rule("rbac.authorization.k8s.io", []string{"rolebindings", "clusterrolebindings"}, write),
-				rule("", []string{"namespaces"}, ops(admissionregistrationv1.Update, admissionregistrationv1.Delete)),
+				rule("", []string{"namespaces"}, ops(admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete)),
 			}},
 			MatchConditions: []admissionregistrationv1.MatchCondition{{
 				Name: "operator-identity", Expression: "request.userInfo.username == " + strconv.Quote(o.User),

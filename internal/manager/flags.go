@@ -56,6 +56,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Comma-separated namespaces where gitops Platforms are deployed (others report Stalled); empty allows any. A "+
 			"Platform's stage ServiceAccounts get cluster-wide rights, and the escalation guard lets stage ServiceAccounts "+
 			"run and be bound only in these namespaces.")
+	fs.BoolVar(&o.AllowPrivilegedTenants, "gitops-allow-privileged-tenants", o.AllowPrivilegedTenants,
+		"Let a gitops Tenant ask for Pod Security level privileged (spec.podSecurity); refused otherwise, since its "+
+			"repository could then run pods with host access.")
 	fs.Var(listFlag{&o.WatchNamespaces}, "watch-namespaces",
 		"Comma-separated namespaces to watch; empty watches all namespaces.")
 	fs.StringVar(&o.APIBindAddress, "api-bind-address", o.APIBindAddress,

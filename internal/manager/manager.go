@@ -121,6 +121,8 @@ type Options struct {
 	// namespace whenever the Prometheus Operator's CRDs are served, with MonitoringLabels added.
 	MonitoringObjects bool
 	MonitoringLabels  map[string]string
+	// AllowPrivilegedTenants lets a gitops Tenant ask for Pod Security level privileged.
+	AllowPrivilegedTenants bool
 	// EscalationGuard makes the manager, when it runs as a ServiceAccount, install its escalation guard (package
 	// guard) and wait until the API server enforces it before any controller starts.
 	EscalationGuard bool
@@ -387,11 +389,12 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		APIBindAddress:  o.APIBindAddress,
 		WatchNamespaces: o.WatchNamespaces,
 		// A Tenant owning the operator's namespace could deploy into it with the pipeline's identities.
-		PlatformNamespaces: o.PlatformNamespaces,
-		ReservedNamespaces: slices.DeleteFunc([]string{podNamespace(o.LeaderElectionNamespace)}, func(s string) bool { return s == "" }),
-		Clock:              o.Clock,
-		GPUResourceName:    o.GPUResourceName,
-		QuotaResync:        o.TenantQuotaResync,
+		PlatformNamespaces:     o.PlatformNamespaces,
+		AllowPrivilegedTenants: o.AllowPrivilegedTenants,
+		ReservedNamespaces:     slices.DeleteFunc([]string{podNamespace(o.LeaderElectionNamespace)}, func(s string) bool { return s == "" }),
+		Clock:                  o.Clock,
+		GPUResourceName:        o.GPUResourceName,
+		QuotaResync:            o.TenantQuotaResync,
 		GNMIc: operator.GNMIcSettings{PollInterval: o.GNMIcPollInterval, ReconnectBackoff: o.GNMIcReconnectBackoff,
 			ClusterDomain: o.GNMIcClusterDomain, CertificateWait: o.GNMIcCertificateWait,
 			TargetTLSPropagation: o.GNMIcTargetTLSPropagation, EnforceSecretUseAuthz: o.EnforceSecretUseAuthz,

@@ -28,9 +28,11 @@ func gitopsControllers() []Controller {
 			Reads: []Kind{"gitops/Tenant"},
 			Setup: func(_ context.Context, mgr ctrl.Manager, d Dependencies) error {
 				return (&gitopscontrollers.TenantReconciler{
-					Client:    mgr.GetClient(),
-					APIReader: mgr.GetAPIReader(),
-					Recorder:  mgr.GetEventRecorder(gitopscontrollers.TenantControllerName),
+					Client:          mgr.GetClient(),
+					APIReader:       mgr.GetAPIReader(),
+					Recorder:        mgr.GetEventRecorder(gitopscontrollers.TenantControllerName),
+					Reserved:        d.ReservedNamespaces,
+					AllowPrivileged: d.AllowPrivilegedTenants,
 				}).SetupWithManager(mgr, d.options(gitopscontrollers.TenantControllerName))
 			},
 		},
@@ -41,7 +43,7 @@ func gitopsControllers() []Controller {
 func gitopsWebhooks() []Webhook {
 	return []Webhook{
 		{Kind: "gitops/Tenant", SetupWithDeps: func(mgr ctrl.Manager, d Dependencies) error {
-			return gitopswebhooks.SetupTenantWebhook(mgr, d.ReservedNamespaces...)
+			return gitopswebhooks.SetupTenantWebhook(mgr, d.AllowPrivilegedTenants, d.ReservedNamespaces...)
 		}},
 	}
 }

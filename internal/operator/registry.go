@@ -74,6 +74,8 @@ type Dependencies struct {
 	ReservedNamespaces []string
 	// PlatformNamespaces, when set, are the only namespaces where a gitops Platform is deployed.
 	PlatformNamespaces []string
+	// AllowPrivilegedTenants lets a gitops Tenant ask for Pod Security level privileged.
+	AllowPrivilegedTenants bool
 	// PeerDial is where connections to in-cluster peers go (QUARTET_DEV_DIAL_MAP, development and tests
 	// only); nil dials every address as it is. Every HTTP client reaching a collector pod, an agent's MCP
 	// Service or Prometheus uses PeerDial.Transport().

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -56,6 +57,12 @@ func User(ctx context.Context) (authenticationv1.UserInfo, error) {
 		return authenticationv1.UserInfo{}, fmt.Errorf("%w: %w", ErrNoRequest, err)
 	}
 	return req.UserInfo, nil
+}
+
+// ContextWithUser carries user as the requester outside an admission webhook (an API the operator serves that
+// authenticated its caller with a TokenReview), so the same checks decide there.
+func ContextWithUser(ctx context.Context, user authenticationv1.UserInfo) context.Context {
+	return admission.NewContextWithRequest(ctx, admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UserInfo: user}})
 }
 
 // Allowed reports whether the requesting user may do u, and the user's name for messages.

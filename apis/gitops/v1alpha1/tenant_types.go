@@ -14,6 +14,16 @@ const (
 	// it); a namespace an administrator handed over by labelling it is released instead (label and the Tenant's
 	// identities removed), so a Tenant never deletes what it did not create.
 	AnnotationCreatedBy = "katastroma.org/created-by"
+	// AnnotationGrantedTo is an administrator's proof that an existing namespace was handed to a Tenant (value:
+	// the Tenant's name), set together with LabelTenant. The operator never writes it (its escalation guard
+	// refuses that), so unlike the label, which earlier versions set themselves, it cannot come from a Tenant.
+	AnnotationGrantedTo = "katastroma.org/granted-to"
+	// AnnotationAllowServiceTypes, set by an administrator on a tenant namespace, lists the Service types beyond
+	// ClusterIP the tenant's manifests may create there (comma-separated: NodePort, LoadBalancer). Without it
+	// the tenant identities' admission refuses both; spec.externalIPs is refused always (CVE-2020-8554).
+	AnnotationAllowServiceTypes = "katastroma.org/allow-service-types"
+	// LabelPodSecurityEnforce is Pod Security Admission's enforce label; every namespace a Tenant creates gets it.
+	LabelPodSecurityEnforce = "pod-security.kubernetes.io/enforce"
 	// ProvisionerServiceAccount is the tenant identity the provisioner impersonates (create, patch, update).
 	ProvisionerServiceAccount = "provisioner"
 	// PrunerServiceAccount is the tenant identity the pruner impersonates (delete).
@@ -39,6 +49,15 @@ const (
 	// ReasonNamespaceNotGiven: a namespace of the spec exists and carries no tenant label: nobody handed it to
 	// the tenant (an administrator does, by labelling it).
 	ReasonNamespaceNotGiven = "NamespaceNotGiven"
+	// ReasonNamespaceReserved: a namespace of the spec is a system namespace, the operator's, a Platform's or
+	// one whose ServiceAccounts hold cluster-wide rights: no Tenant may hold it, whoever labelled it.
+	ReasonNamespaceReserved = "NamespaceReserved"
+	// ConditionClaimsProven is False while the Tenant holds a namespace it neither created nor was granted
+	// (annotation katastroma.org/granted-to): one an earlier version took over. It keeps working; the message
+	// names the namespaces an administrator marks or releases.
+	ConditionClaimsProven = "ClaimsProven"
+	// ReasonNamespaceNotMarked: see ConditionClaimsProven.
+	ReasonNamespaceNotMarked = "NamespaceNotMarked"
 	// ReasonRoleMissing: spec.resources asks for kinds the shipped tenant ClusterRoles do not grant; the message
 	// names the ClusterRole an administrator must create.
 	ReasonRoleMissing = "RoleMissing"
@@ -68,8 +87,10 @@ type TenantResource struct {
 // TenantSpec is one tenant of the gitops pipeline.
 type TenantSpec struct {
 	// Namespaces the tenant owns. Each is created labelled katastroma.org/tenant=<tenant name> (an existing
-	// namespace is taken over only when an administrator labelled it so: Ready=False NamespaceNotGiven until
-	// then), and gets the provisioner and pruner ServiceAccounts, their RoleBindings to the shipped tenant
+	// namespace is taken over only when an administrator labelled it so and annotated it
+	// katastroma.org/granted-to=<tenant name>: Ready=False NamespaceNotGiven until then). System namespaces, the
+	// operator's, a Platform's and any whose ServiceAccounts are bound cluster-wide are refused whatever their
+	// labels (NamespaceReserved). Each gets the provisioner and pruner ServiceAccounts, their RoleBindings to the shipped tenant
 	// ClusterRoles and the webhook Secret. A namespace labelled for another tenant is refused. Removing a
 	// namespace from the list deletes it if the Tenant created it, and releases it otherwise.
 	// +required
@@ -89,6 +110,15 @@ type TenantSpec struct {
 	// +listType=atomic
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Resources"
 	Resources []TenantResource `json:"resources,omitempty"`
+	// PodSecurity is the Pod Security Admission level (label pod-security.kubernetes.io/enforce) every namespace
+	// the Tenant creates gets, and a namespace it holds without one is given. restricted unless lowered to
+	// baseline; privileged is refused unless the operator runs with --gitops-allow-privileged-tenants. A label
+	// an administrator changed is kept.
+	// +optional
+	// +kubebuilder:validation:Enum=restricted;baseline;privileged
+	// +kubebuilder:default=restricted
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Pod Security"
+	PodSecurity string `json:"podSecurity,omitempty"`
 }
 
 // TenantStatus is what the controller observed.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,8 +110,13 @@ func TestRegistrationAPI(t *testing.T) {
 	Expect(root.Status.Code).NotTo(Equal(codes.Error), root.Status.Description)
 	Expect(mustCM(ctx, ns, "a").Annotations).To(HaveKeyWithValue(pipeline.AnnotationCommit, sha))
 
-	// Replacing it with credentials keeps the lease annotations and writes the credential Secret.
+	// Credentials never travel over a plaintext URL (the test's git daemon speaks git://).
 	reg.Credentials = &source.Credentials{Type: source.CredBasicAuth, Username: "bot", Password: "s3cret"}
+	code, body = call(http.MethodPut, base+"/web", token, reg)
+	Expect(code).To(Equal(http.StatusUnprocessableEntity), "%v", body)
+	Expect(body["error"]).To(ContainSubstring("credentials: Forbidden"))
+	// Replacing it with credentials keeps the lease annotations and writes the credential Secret.
+	reg.RepoURL = strings.Replace(r.url, "git://", "https://", 1)
 	code, body = call(http.MethodPut, base+"/web", token, reg)
 	Expect(code).To(Equal(http.StatusOK), "%v", body)
 	cm = mustCM(ctx, ns, "web")

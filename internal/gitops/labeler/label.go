@@ -33,7 +33,7 @@ func Label(u *unstructured.Unstructured, pc pipeline.Context) error {
 	}
 	labels[pipeline.LabelTenant] = LabelValue(pc.Tenant)
 	labels[pipeline.LabelSourceTarget] = LabelValue(pc.Namespace + "." + pc.SourceTarget)
-	labels[pipeline.LabelRepo] = LabelValue(pc.RepoURL)
+	labels[pipeline.LabelRepo] = LabelValue(pipeline.RedactURL(pc.RepoURL))
 	labels[pipeline.LabelRef] = LabelValue(pc.Ref)
 	labels[pipeline.LabelPath] = LabelValue(pc.Path)
 	u.SetLabels(labels)
@@ -41,7 +41,7 @@ func Label(u *unstructured.Unstructured, pc pipeline.Context) error {
 	if ann == nil {
 		ann = map[string]string{}
 	}
-	ann[pipeline.AnnotationRepo] = pc.RepoURL
+	ann[pipeline.AnnotationRepo] = pipeline.RedactURL(pc.RepoURL) // every reader of the object sees it
 	ann[pipeline.AnnotationRef] = pc.Ref
 	ann[pipeline.AnnotationPath] = pc.Path
 	delete(ann, pipeline.AnnotationCommit)

@@ -97,7 +97,8 @@ type Context struct {
 func WithContext(ctx context.Context, pc Context) (context.Context, error) {
 	b := baggage.FromContext(ctx)
 	for k, v := range map[string]string{
-		bTenant: pc.Tenant, bNamespace: pc.Namespace, bTarget: pc.SourceTarget, bRepo: pc.RepoURL, bRef: pc.Ref,
+		// The repository URL is redacted: baggage reaches every stage and every span they export.
+		bTenant: pc.Tenant, bNamespace: pc.Namespace, bTarget: pc.SourceTarget, bRepo: RedactURL(pc.RepoURL), bRef: pc.Ref,
 		bPath: pc.Path, bCommit: pc.Commit, bLease: pc.LeaseID, bEvent: pc.EventID,
 		bOffboard: strconv.FormatBool(pc.Offboard),
 	} {

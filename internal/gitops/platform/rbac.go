@@ -140,11 +140,16 @@ func ShippedClusterRoles() []*rbacv1.ClusterRole {
 			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
 			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}},
 			rbacv1.PolicyRule{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+			// A caller outside the target's namespace must hold sourcetargets there itself (SubjectAccessReview).
+			rbacv1.PolicyRule{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 			rbacv1.PolicyRule{APIGroups: []string{gitopsv1alpha1.GroupVersion.Group}, Resources: []string{"tenants"}, Verbs: []string{"get"}}),
+		// Both review their callers' stage tokens (TokenReview): only their Platform's stages may have them write.
 		role(ProvisionerClusterRole, append(readRules(), impersonate(gitopsv1alpha1.ProvisionerServiceAccount),
-			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "update", "patch"}})...),
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "update", "patch"}},
+			rbacv1.PolicyRule{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}})...),
 		role(PrunerClusterRole, append(readRules(), impersonate(gitopsv1alpha1.PrunerServiceAccount),
-			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"update", "patch", "delete"}})...),
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"update", "patch", "delete"}},
+			rbacv1.PolicyRule{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}})...),
 		// The source stage's writes, bound in each tenant namespace (a namespace labelled katastroma.org/tenant):
 		// leases and targets in ConfigMaps, the registration API's credential Secrets, and reads of the webhook and
 		// credential Secrets. Outside tenant namespaces the source handler can write nothing.

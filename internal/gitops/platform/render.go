@@ -5,6 +5,7 @@ package platform
 
 import (
 	"fmt"
+	"path"
 	"strings"
 	"time"
 
@@ -173,6 +174,22 @@ func needsAPI(stage string) bool {
 	return false
 }
 
+// Stage authentication (stage.Authenticator): the stages that write and delete as the tenants accept calls only
+// from their Platform's stages, which send a projected ServiceAccount token for the stage audience.
+var (
+	// stageCallers are the stages that check their callers.
+	stageCallers = map[string]bool{gitopsv1alpha1.StageProvisioner: true, gitopsv1alpha1.StagePruner: true}
+	// sendsStageToken are the stages that call them: the labeler calls the provisioner, the provisioner the pruner.
+	sendsStageToken = map[string]bool{gitopsv1alpha1.StageLabeler: true, gitopsv1alpha1.StageProvisioner: true}
+)
+
+// StageAudience is the audience of the stage tokens (stage.Audience; the operator does not import the stage
+// package, whose metrics would join its own).
+const StageAudience = "katastroma-stage"
+
+// StageTokenPath is where a calling stage's projected token is mounted.
+const StageTokenPath = "/var/run/secrets/katastroma/stage/token"
+
 // Args are the katastroma command line of a stage.
 func Args(p *gitopsv1alpha1.Platform, stage string) []string {
 	limit := p.Spec.ReplayLimit
@@ -214,6 +231,12 @@ func Args(p *gitopsv1alpha1.Platform, stage string) []string {
 		}
 	case gitopsv1alpha1.StagePruner:
 		args = append(args, "--orderer="+Endpoint(p, gitopsv1alpha1.StageOrderer))
+	}
+	if stageCallers[stage] {
+		args = append(args, "--stage-callers="+p.Namespace)
+	}
+	if sendsStageToken[stage] {
+		args = append(args, "--stage-token-file="+StageTokenPath)
 	}
 	if p.Spec.CollectorEndpoint != "" {
 		args = append(args, "--otlp-endpoint="+p.Spec.CollectorEndpoint)
@@ -268,6 +291,13 @@ func Deployment(p *gitopsv1alpha1.Platform, stage string) *appsv1.Deployment {
 		c.Env = []corev1.EnvVar{{Name: "OTEL_RESOURCE_ATTRIBUTES",
 			Value: "katastroma.source_handler.address=" + SourceHandlerAddresses(p)[0]}}
 	}
+	volumes := []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	if sendsStageToken[stage] {
+		volumes = append(volumes, corev1.Volume{Name: "stage-token", VolumeSource: corev1.VolumeSource{
+			Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+				Audience: StageAudience, ExpirationSeconds: ptr.To[int64](3600), Path: "token"}}}}}})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "stage-token", MountPath: path.Dir(StageTokenPath), ReadOnly: true})
+	}
 	labels := Labels(p, stage)
 	return &appsv1.Deployment{
 		ObjectMeta: meta(p, stage),
@@ -282,9 +312,8 @@ func Deployment(p *gitopsv1alpha1.Platform, stage string) *appsv1.Deployment {
 					AutomountServiceAccountToken: ptr.To(needsAPI(stage)),
 					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
-					Containers: []corev1.Container{c},
-					Volumes: []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{
-						EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+					Containers:                    []corev1.Container{c},
+					Volumes:                       volumes,
 					TerminationGracePeriodSeconds: TerminationGracePeriod(p, stage),
 				},
 			},

@@ -54,7 +54,12 @@ type Input struct {
 	Path string
 	// HelmHooks is the source target's hook policy (HooksRefuse when empty, or HooksSkip).
 	HelmHooks string
+	// MaxOutputBytes bounds the rendered YAML (0: no bound); more fails with ErrOutputTooLarge.
+	MaxOutputBytes int
 }
+
+// ErrOutputTooLarge: the rendered YAML is over Input.MaxOutputBytes.
+var ErrOutputTooLarge = errors.New("rendered output over the render output limit")
 
 // Helm hook policies (the source target's data.helm-hooks).
 const (
@@ -168,6 +173,10 @@ func RenderAll(files map[string][]byte, in Input) (Output, error) {
 	}
 	if err != nil {
 		return res, err
+	}
+	if in.MaxOutputBytes > 0 && len(out) > in.MaxOutputBytes {
+		return res, fmt.Errorf("%w: %s output is %d bytes, over the render output limit of %d bytes", ErrOutputTooLarge,
+			res.Type, len(out), in.MaxOutputBytes)
 	}
 	if res.Objects, err = pipeline.SplitYAML(out); err != nil {
 		return res, fmt.Errorf("%s output: %w", res.Type, err)

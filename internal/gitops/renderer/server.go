@@ -3,9 +3,11 @@ package renderer
 import (
 	"bytes"
 	"context"
+	"errors"
 	"path"
 	"strings"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -36,6 +38,10 @@ type Server struct {
 	katastromav1.UnimplementedRendererServiceServer
 	Next   katastromav1.OrdererServiceClient
 	Limits Limits
+	// RenderTimeout bounds one render (0: DefaultRenderTimeout); MaxOutputBytes bounds its output (0:
+	// DefaultMaxOutputBytes). Exceeding either fails that source target's event, ResourceExhausted.
+	RenderTimeout  time.Duration
+	MaxOutputBytes int
 }
 
 // targetPath is the source target's directory relative to the shipped files (MDTargetPath), refusing escapes.
@@ -73,13 +79,19 @@ func (s *Server) render(ctx context.Context, chunks []*katastromav1.Chunk) ([]*k
 		return nil, nil, status.Errorf(codes.InvalidArgument, "source target %s/%s (path %q): %v", pc.Namespace,
 			pc.SourceTarget, pc.Path, err)
 	}
-	res, err := RenderAll(files, Input{ReleaseName: pc.SourceTarget, Namespace: pc.Namespace,
+	res, err := s.renderBounded(ctx, pc, files, Input{ReleaseName: pc.SourceTarget, Namespace: pc.Namespace,
 		Overrides: []byte(pipeline.IncomingValue(ctx, pipeline.MDOverrides)), Path: dir,
 		HelmHooks: pipeline.IncomingValue(ctx, pipeline.MDHelmHooks)})
 	span := trace.SpanFromContext(ctx)
 	span.SetAttributes(attribute.String("renderer.type", string(res.Type)),
 		attribute.Int("renderer.files", len(files)), attribute.Int("renderer.objects", len(res.Objects)),
 		attribute.String("renderer.target_path", dir), attribute.Int("renderer.hooks_skipped", len(res.SkippedHooks)))
+	if st, coded := status.FromError(err); err != nil && coded && st.Code() != codes.Unknown {
+		return nil, nil, err // a bound or the caller's cancellation, already worded
+	}
+	if errors.Is(err, ErrOutputTooLarge) {
+		return nil, nil, status.Errorf(codes.ResourceExhausted, "source target %s/%s: %v", pc.Namespace, pc.SourceTarget, err)
+	}
 	if err != nil {
 		return nil, nil, status.Error(codes.InvalidArgument, err.Error())
 	}

@@ -79,6 +79,9 @@ type Options struct {
 	GitTimeout time.Duration
 	// MaxFetches bounds the source handler's concurrent git fetches (0: source.DefaultMaxFetches).
 	MaxFetches int
+	// MaxFetchesPerTenant and MaxFetchBytes bound one tenant's fetches and one fetch's size (0: the defaults).
+	MaxFetchesPerTenant int
+	MaxFetchBytes       int64
 }
 
 // Running is a started stage.
@@ -182,7 +185,7 @@ func Start(ctx context.Context, name string, o Options) (*Running, error) {
 		}
 		handler = &source.Handler{Client: c, Renderer: katastromav1.NewRendererServiceClient(next), Lease: o.Lease,
 			Audience: o.RegistrationAudience, BeforeStream: o.BeforeStream, GitTimeout: o.GitTimeout,
-			MaxFetches: o.MaxFetches}
+			MaxFetches: o.MaxFetches, MaxFetchesPerTenant: o.MaxFetchesPerTenant, MaxFetchBytes: o.MaxFetchBytes}
 		handler.Start(ctx)
 		tick := o.ReconcileTick
 		if tick <= 0 {
@@ -215,7 +218,8 @@ func Start(ctx context.Context, name string, o Options) (*Running, error) {
 			return nil, err
 		}
 		r.HTTPAddr = httpLis.Addr().String()
-		httpSrv = &http.Server{Handler: handler.Mux(), ReadHeaderTimeout: 10 * time.Second}
+		// Bounded reads: the webhook and the registration API answer unauthenticated senders first.
+		httpSrv = &http.Server{Handler: handler.Mux(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	}
 	go func() {
 		var wg sync.WaitGroup

@@ -26,10 +26,11 @@ func init() { ctrlmetrics.Registry.MustRegister(gitFetches) }
 // event announces its targets (expect) before any starts, each releases it after shipping, so every target of
 // one event uses the one fetch however their goroutines are scheduled.
 type fetchGroup struct {
-	once  sync.Once
-	sem   chan struct{}
-	mu    sync.Mutex
-	calls map[string]*fetchCall
+	once    sync.Once
+	sem     chan struct{}
+	tenants *tenantSlots
+	mu      sync.Mutex
+	calls   map[string]*fetchCall
 }
 
 type fetchCall struct {
@@ -48,6 +49,11 @@ func (h *Handler) fetchGroup() *fetchGroup {
 			n = DefaultMaxFetches
 		}
 		g.sem, g.calls = make(chan struct{}, n), map[string]*fetchCall{}
+		per := h.MaxFetchesPerTenant
+		if per <= 0 {
+			per = DefaultMaxFetchesPerTenant
+		}
+		g.tenants = &tenantSlots{max: per}
 	})
 	return g
 }
@@ -107,6 +113,13 @@ func (h *Handler) sharedFetch(ctx context.Context, t Target, sha string, auth au
 		}
 	}
 	defer close(c.done)
+	// The tenant's slot first: a tenant waiting for its own slots holds none of the shared ones.
+	tenant := h.Tenant(ctx, t.Namespace)
+	if err := g.tenants.acquire(ctx, tenant); err != nil {
+		c.err = err
+		return nil, err
+	}
+	defer g.tenants.release(tenant)
 	select {
 	case g.sem <- struct{}{}:
 	case <-ctx.Done():

@@ -115,10 +115,43 @@ func ResolveRef(ctx context.Context, url, ref string, auth transport.AuthMethod)
 	return "", fmt.Errorf("%s has no ref %s", url, want)
 }
 
-// FetchCommit fetches exactly one commit (depth 1) into memory. Servers that refuse a want for a bare SHA
-// (uploadpack.allowReachableSHA1InWant off) are asked for the ref instead, deep enough to reach the commit.
+// DefaultMaxFetchBytes bounds the objects one fetch may store (--max-fetch-bytes): a repository, or a history,
+// too large to hold in memory fails its own event, not the source handler.
+const DefaultMaxFetchBytes = 256 << 20
+
+// fallbackDepth bounds the by-ref fetch of servers that refuse a bare SHA: deep enough for a commit a few pushes
+// behind the head (only heads are deployed; replays go back a little), never the whole history.
+const fallbackDepth = 64
+
+// ErrFetchTooLarge: a fetch stored more than its size limit.
+var ErrFetchTooLarge = errors.New("fetch over the size limit")
+
+// boundedStorage is an in-memory object store that refuses objects beyond max bytes in total.
+type boundedStorage struct {
+	*memory.Storage
+	max, used int64
+}
+
+func (s *boundedStorage) SetEncodedObject(o plumbing.EncodedObject) (plumbing.Hash, error) {
+	if s.used += o.Size(); s.used > s.max {
+		return plumbing.ZeroHash, fmt.Errorf("%w: over the fetch size limit of %d bytes (--max-fetch-bytes)", ErrFetchTooLarge, s.max)
+	}
+	return s.Storage.SetEncodedObject(o)
+}
+
+// FetchCommit fetches exactly one commit (depth 1) into memory, within DefaultMaxFetchBytes.
 func FetchCommit(ctx context.Context, url, ref, sha string, auth transport.AuthMethod) (*object.Commit, error) {
-	st := memory.NewStorage()
+	return FetchCommitBounded(ctx, url, ref, sha, auth, DefaultMaxFetchBytes)
+}
+
+// FetchCommitBounded fetches exactly one commit (depth 1) into memory, storing at most maxBytes of objects.
+// Servers that refuse a want for a bare SHA (uploadpack.allowReachableSHA1InWant off) are asked for the ref
+// instead, at most fallbackDepth commits deep.
+func FetchCommitBounded(ctx context.Context, url, ref, sha string, auth transport.AuthMethod, maxBytes int64) (*object.Commit, error) {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxFetchBytes
+	}
+	st := &boundedStorage{Storage: memory.NewStorage(), max: maxBytes}
 	repo, err := git.InitWithOptions(st, nil, git.InitOptions{})
 	if err != nil {
 		return nil, err
@@ -129,9 +162,12 @@ func FetchCommit(ctx context.Context, url, ref, sha string, auth transport.AuthM
 	}
 	err = rem.FetchContext(ctx, &git.FetchOptions{Auth: auth, Depth: 1, Tags: git.NoTags,
 		RefSpecs: []config.RefSpec{config.RefSpec(sha + ":refs/katastroma/commit")}})
+	if errors.Is(err, ErrFetchTooLarge) {
+		return nil, fmt.Errorf("fetching %s at %s: %w", url, sha, err)
+	}
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
 		full := NormalizeRef(ref)
-		ferr := rem.FetchContext(ctx, &git.FetchOptions{Auth: auth, Tags: git.NoTags,
+		ferr := rem.FetchContext(ctx, &git.FetchOptions{Auth: auth, Tags: git.NoTags, Depth: fallbackDepth,
 			RefSpecs: []config.RefSpec{config.RefSpec("+" + full + ":refs/katastroma/ref")}})
 		if ferr != nil && !errors.Is(ferr, git.NoErrAlreadyUpToDate) {
 			return nil, fmt.Errorf("fetching %s at %s: %w (by ref: %w)", url, sha, err, ferr)

@@ -65,6 +65,13 @@ type Handler struct {
 	GitTimeout time.Duration
 	// MaxFetches bounds the git fetches running at once (0: DefaultMaxFetches); see fetch.go.
 	MaxFetches int
+	// MaxFetchesPerTenant bounds those of one tenant (0: DefaultMaxFetchesPerTenant); MaxFetchBytes bounds what
+	// one fetch stores (0: DefaultMaxFetchBytes).
+	MaxFetchesPerTenant int
+	MaxFetchBytes       int64
+
+	// deliveries remembers webhook deliveries already acted on (replay protection).
+	deliveries deliveryLog
 
 	// fetches shares in-flight fetches of one commit between targets.
 	fetches fetchGroup
@@ -191,7 +198,7 @@ func startEvent(kind, tenant string, attrs ...attribute.KeyValue) (context.Conte
 func startTarget(ctx context.Context, t Target) (context.Context, trace.Span, string) {
 	ctx, span := tracer().Start(ctx, "source_target", trace.WithAttributes(
 		attribute.String("source_target.name", t.Namespace+"/"+t.Name),
-		attribute.String("source_target.repo_url", t.RepoURL), attribute.String("source_target.ref", t.Ref),
+		attribute.String("source_target.repo_url", pipeline.RedactURL(t.RepoURL)), attribute.String("source_target.ref", t.Ref),
 		attribute.String("source_target.path", t.Path)))
 	return ctx, span, span.SpanContext().SpanID().String()
 }
@@ -354,8 +361,9 @@ func lastError(err error) string {
 
 // fetchCommit fetches a target's commit under the git timeout.
 func (h *Handler) fetchCommit(ctx context.Context, t Target, sha string, auth authMethod) (c *object.Commit, err error) {
-	err = gitDeadline(ctx, h.GitTimeout, "fetching "+t.RepoURL, func(ctx context.Context) error {
-		c, err = FetchCommit(ctx, t.RepoURL, t.Ref, sha, auth)
+	defer func() { err = pipeline.RedactError(err, t.RepoURL) }()
+	err = gitDeadline(ctx, h.GitTimeout, "fetching "+pipeline.RedactURL(t.RepoURL), func(ctx context.Context) error {
+		c, err = FetchCommitBounded(ctx, t.RepoURL, t.Ref, sha, auth, h.MaxFetchBytes)
 		return err
 	})
 	return c, err
@@ -363,7 +371,8 @@ func (h *Handler) fetchCommit(ctx context.Context, t Target, sha string, auth au
 
 // resolveRef resolves a target's ref under the git timeout.
 func (h *Handler) resolveRef(ctx context.Context, t Target, auth authMethod) (sha string, err error) {
-	err = gitDeadline(ctx, h.GitTimeout, "listing "+t.RepoURL, func(ctx context.Context) error {
+	defer func() { err = pipeline.RedactError(err, t.RepoURL) }()
+	err = gitDeadline(ctx, h.GitTimeout, "listing "+pipeline.RedactURL(t.RepoURL), func(ctx context.Context) error {
 		sha, err = ResolveRef(ctx, t.RepoURL, t.Ref, auth)
 		return err
 	})
@@ -379,6 +388,9 @@ func (h *Handler) auth(ctx context.Context, t Target) (authMethod, error) {
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("credential secret %s/%s does not exist", t.Namespace, t.CredentialSecret)
 		}
+		return nil, err
+	}
+	if err := checkCredentialTarget(s, t); err != nil {
 		return nil, err
 	}
 	return AuthFromSecret(s)

@@ -67,6 +67,9 @@ func ValidateRegistration(name string, r *Registration) field.ErrorList {
 	} else if msg := checkRepoURL(r.RepoURL); msg != "" {
 		errs = append(errs, field.Invalid(field.NewPath("repoURL"), r.RepoURL, msg))
 	}
+	if r.Credentials != nil && plaintextURL(r.RepoURL) {
+		errs = append(errs, field.Forbidden(field.NewPath("credentials"), "credentials are never sent over http:// or git://: use an https or ssh repoURL"))
+	}
 	if strings.TrimSpace(r.Ref) == "" {
 		errs = append(errs, field.Required(field.NewPath("ref"), "a branch or full ref"))
 	}

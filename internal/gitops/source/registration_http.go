@@ -22,6 +22,7 @@ import (
 	gitopsv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gitops/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/pipeline"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/renderer"
+	"github.com/quartet-dev/quartet-operator/internal/requester"
 )
 
 // RegisteredTarget is one source target as the registration API lists it.
@@ -63,7 +64,7 @@ func (h *Handler) authorized(next http.HandlerFunc) http.HandlerFunc {
 			reply(w, http.StatusUnauthorized, map[string]any{"error": "a ServiceAccount token is required (Authorization: Bearer)"})
 			return
 		}
-		callerNS, err := h.authenticate(ctx, token)
+		callerNS, user, err := h.authenticate(ctx, token)
 		if err != nil {
 			reply(w, http.StatusUnauthorized, map[string]any{"error": err.Error()})
 			return
@@ -95,30 +96,60 @@ func (h *Handler) authorized(next http.HandlerFunc) http.HandlerFunc {
 			reply(w, http.StatusForbidden, map[string]any{"error": fmt.Sprintf("namespace %s is not a namespace of the caller's tenant", ns)})
 			return
 		}
+		// A tenant's namespaces are not equals: a dev namespace's ServiceAccount must not replace or delete prod's
+		// targets (a delete prunes everything the target deployed). Outside its own namespace the caller needs the
+		// right itself, on the virtual resource sourcetargets.katastroma.org there, which an administrator grants.
+		if callerNS != ns {
+			use := requester.Use{Verb: registrationVerb(r.Method), Group: gitopsv1alpha1.GroupVersion.Group,
+				Resource: "sourcetargets", Namespace: ns, Name: r.PathValue("name")}
+			allowed, _, err := (&requester.Checker{Reviews: h.Client}).Allowed(requester.ContextWithUser(ctx, user), use)
+			if err != nil {
+				logf.FromContext(ctx).Error(err, "reviewing the caller's access", "namespace", ns)
+				reply(w, http.StatusInternalServerError, map[string]any{"error": "reviewing the caller's access to namespace " + ns})
+				return
+			}
+			if !allowed {
+				reply(w, http.StatusForbidden, map[string]any{"error": fmt.Sprintf("%s may not %s sourcetargets.%s in namespace %s: "+
+					"outside its own namespace a caller needs that right there", user.Username, use.Verb, use.Group, ns)})
+				return
+			}
+		}
 		next(w, r)
 	}
 }
 
-// authenticate returns the namespace of the ServiceAccount the token belongs to.
-func (h *Handler) authenticate(ctx context.Context, token string) (string, error) {
+// registrationVerb is the verb a registration request needs on sourcetargets.
+func registrationVerb(method string) string {
+	switch method {
+	case http.MethodPut:
+		return "update"
+	case http.MethodDelete:
+		return "delete"
+	}
+	return "list"
+}
+
+// authenticate returns the namespace of the ServiceAccount the token belongs to, and the user the API server
+// authenticated.
+func (h *Handler) authenticate(ctx context.Context, token string) (string, authenticationv1.UserInfo, error) {
 	audience := h.audience()
 	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{audience}}}
 	if err := h.Client.Create(ctx, tr); err != nil {
-		return "", fmt.Errorf("the token could not be reviewed: %w", err)
+		return "", authenticationv1.UserInfo{}, fmt.Errorf("the token could not be reviewed: %w", err)
 	}
 	if !tr.Status.Authenticated {
-		return "", errors.New("the token is not valid")
+		return "", authenticationv1.UserInfo{}, errors.New("the token is not valid")
 	}
 	// The API server answers with the requested audiences the token is valid for; a token issued for another
 	// service (or the API server itself) must not be replayable here.
 	if !slices.Contains(tr.Status.Audiences, audience) {
-		return "", fmt.Errorf("the token was not issued for audience %s", audience)
+		return "", authenticationv1.UserInfo{}, fmt.Errorf("the token was not issued for audience %s", audience)
 	}
 	parts := strings.Split(tr.Status.User.Username, ":")
 	if len(parts) != 4 || parts[0] != "system" || parts[1] != "serviceaccount" {
-		return "", errors.New("only ServiceAccount tokens are accepted")
+		return "", authenticationv1.UserInfo{}, errors.New("only ServiceAccount tokens are accepted")
 	}
-	return parts[2], nil
+	return parts[2], tr.Status.User, nil
 }
 
 // DefaultRegistrationAudience is the token audience the registration API requires when Handler.Audience is empty.
@@ -165,7 +196,7 @@ func (h *Handler) listTargets(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]RegisteredTarget, 0, len(cms))
 	for _, cm := range cms {
-		out = append(out, RegisteredTarget{Name: cm.Name, RepoURL: cm.Data["repo-url"], Ref: cm.Data["ref"],
+		out = append(out, RegisteredTarget{Name: cm.Name, RepoURL: pipeline.RedactURL(cm.Data["repo-url"]), Ref: cm.Data["ref"],
 			Path: cm.Data["path"], CredentialSecret: cm.Annotations[pipeline.AnnotationCredentials],
 			LastResult: cm.Annotations[pipeline.AnnotationResult], EventID: cm.Annotations[pipeline.AnnotationEventID],
 			DeployedCommit: cm.Annotations[pipeline.AnnotationDeployed], HeadCommit: cm.Annotations[AnnotationHeadSeen],
@@ -202,6 +233,10 @@ func (h *Handler) putTarget(w http.ResponseWriter, r *http.Request) {
 				return errNotATarget
 			}
 			s.Labels = mergeLabels(s.Labels, map[string]string{pipeline.LabelSourceTarget: name})
+			if s.Annotations == nil {
+				s.Annotations = map[string]string{}
+			}
+			s.Annotations[AnnotationCredentialsFor] = NormalizeRepoURL(reg.RepoURL)
 			s.Type, s.Data = corev1.SecretTypeOpaque, reg.Credentials.Data()
 			return nil
 		})

@@ -5,10 +5,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,7 +25,16 @@ import (
 
 // reviewer answers TokenReviews the way the API server does: token "<namespace>/<audience>" authenticates a
 // ServiceAccount of that namespace, valid for the requested audiences only when they include <audience>.
+// SubjectAccessReviews are allowed for the ServiceAccounts of namespace a-ops only (an administrator granted them
+// sourcetargets.katastroma.org in team-a's namespaces), and only with the caller's groups passed along.
 func reviewer(_ context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+	if sar, ok := obj.(*authorizationv1.SubjectAccessReview); ok {
+		a := sar.Spec.ResourceAttributes
+		sar.Status.Allowed = strings.HasPrefix(sar.Spec.User, "system:serviceaccount:a-ops:") &&
+			slices.Contains(sar.Spec.Groups, "system:serviceaccounts") && a != nil &&
+			a.Group == "katastroma.org" && a.Resource == "sourcetargets" && a.Namespace != ""
+		return nil
+	}
 	tr, ok := obj.(*authenticationv1.TokenReview)
 	if !ok {
 		return c.Create(context.Background(), obj, opts...)
@@ -34,6 +45,7 @@ func reviewer(_ context.Context, c client.WithWatch, obj client.Object, opts ...
 		}
 		ns, aud := tr.Spec.Token[:i], tr.Spec.Token[i+1:]
 		tr.Status.User.Username = "system:serviceaccount:" + ns + ":registrar"
+		tr.Status.User.Groups = []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
 		if slices.Contains(tr.Spec.Audiences, aud) {
 			tr.Status.Authenticated = true
 			tr.Status.Audiences = []string{aud}
@@ -50,11 +62,11 @@ func TestRegistrationAuthorization(t *testing.T) {
 		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{pipeline.LabelTenant: tenant}}}
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(interceptor.Funcs{Create: reviewer}).WithObjects(
-		ns("a-dev", "team-a"), ns("a-prod", "team-a"),
+		ns("a-dev", "team-a"), ns("a-prod", "team-a"), ns("a-ops", "team-a"),
 		// Created by someone allowed to create namespaces, labelled for team-a, but not in team-a's spec.
 		ns("smuggled", "team-a"),
 		&gitopsv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "team-a"},
-			Spec: gitopsv1alpha1.TenantSpec{Namespaces: []string{"a-dev", "a-prod"}}},
+			Spec: gitopsv1alpha1.TenantSpec{Namespaces: []string{"a-dev", "a-prod", "a-ops"}}},
 	).Build()
 	mux := http.NewServeMux()
 	(&Handler{Client: c}).registerRoutes(mux)
@@ -62,19 +74,28 @@ func TestRegistrationAuthorization(t *testing.T) {
 	defer srv.Close()
 
 	for name, tc := range map[string]struct {
-		token, target string
-		want          int
+		method, token, target string
+		want                  int
 	}{
-		"same tenant":                     {"a-dev/" + DefaultRegistrationAudience, "a-prod", http.StatusOK},
-		"own namespace":                   {"a-prod/" + DefaultRegistrationAudience, "a-prod", http.StatusOK},
-		"token for another audience":      {"a-dev/https://kubernetes.default.svc", "a-prod", http.StatusUnauthorized},
-		"caller labelled, not in spec":    {"smuggled/" + DefaultRegistrationAudience, "a-prod", http.StatusForbidden},
-		"target labelled, not in spec":    {"a-dev/" + DefaultRegistrationAudience, "smuggled", http.StatusForbidden},
-		"unlabelled or missing namespace": {"a-dev/" + DefaultRegistrationAudience, "elsewhere", http.StatusForbidden},
+		// Another namespace of the same tenant is not enough: dev's ServiceAccount cannot list, replace or delete
+		// prod's targets (a delete prunes everything the target deployed) without a right in prod.
+		"dev lists prod's targets":        {http.MethodGet, "a-dev/" + DefaultRegistrationAudience, "a-prod", http.StatusForbidden},
+		"dev replaces prod's target":      {http.MethodPut, "a-dev/" + DefaultRegistrationAudience, "a-prod", http.StatusForbidden},
+		"dev deletes prod's target":       {http.MethodDelete, "a-dev/" + DefaultRegistrationAudience, "a-prod", http.StatusForbidden},
+		"granted in prod":                 {http.MethodGet, "a-ops/" + DefaultRegistrationAudience, "a-prod", http.StatusOK},
+		"own namespace":                   {http.MethodGet, "a-prod/" + DefaultRegistrationAudience, "a-prod", http.StatusOK},
+		"token for another audience":      {http.MethodGet, "a-ops/https://kubernetes.default.svc", "a-prod", http.StatusUnauthorized},
+		"caller labelled, not in spec":    {http.MethodGet, "smuggled/" + DefaultRegistrationAudience, "a-prod", http.StatusForbidden},
+		"target labelled, not in spec":    {http.MethodGet, "a-ops/" + DefaultRegistrationAudience, "smuggled", http.StatusForbidden},
+		"unlabelled or missing namespace": {http.MethodGet, "a-ops/" + DefaultRegistrationAudience, "elsewhere", http.StatusForbidden},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
-			req, err := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/namespaces/"+tc.target+"/sourcetargets", nil)
+			url := srv.URL + "/api/v1/namespaces/" + tc.target + "/sourcetargets"
+			if tc.method != http.MethodGet {
+				url += "/app"
+			}
+			req, err := http.NewRequest(tc.method, url, strings.NewReader(`{"repoURL":"https://github.com/org/app.git","ref":"refs/heads/main","path":"deploy"}`))
 			g.Expect(err).NotTo(HaveOccurred())
 			req.Header.Set("Authorization", "Bearer "+tc.token)
 			resp, err := http.DefaultClient.Do(req)
@@ -89,7 +110,7 @@ func TestRegistrationAuthorization(t *testing.T) {
 	g.Expect(c.Delete(context.Background(), &gitopsv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}})).To(Succeed())
 	req, err := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/namespaces/a-prod/sourcetargets", nil)
 	g.Expect(err).NotTo(HaveOccurred())
-	req.Header.Set("Authorization", "Bearer a-dev/"+DefaultRegistrationAudience)
+	req.Header.Set("Authorization", "Bearer a-ops/"+DefaultRegistrationAudience)
 	resp, err := http.DefaultClient.Do(req)
 	g.Expect(err).NotTo(HaveOccurred())
 	_ = resp.Body.Close()

@@ -16,15 +16,18 @@ func TestValidateRegistration(t *testing.T) {
 		modify func(*Registration)
 		want   []string
 	}{
-		"valid":               {"web", func(*Registration) {}, nil},
-		"scp-like":            {"web", func(r *Registration) { r.RepoURL = "git@github.com:org/repo.git" }, nil},
-		"root path":           {"web", func(r *Registration) { r.Path = "" }, nil},
-		"bad name":            {"Web_1", func(*Registration) {}, []string{"name: Invalid value"}},
-		"name too long":       {strings.Repeat("a", 60), func(*Registration) {}, []string{"at most 51 characters"}},
-		"no repo":             {"web", func(r *Registration) { r.RepoURL = "" }, []string{"repoURL: Required value"}},
-		"ftp":                 {"web", func(r *Registration) { r.RepoURL = "ftp://h/o/r" }, []string{"repoURL: Invalid value", "scheme"}},
-		"embedded password":   {"web", func(r *Registration) { r.RepoURL = "https://u:p@github.com/o/r" }, []string{"must not embed a password"}},
-		"no repository path":  {"web", func(r *Registration) { r.RepoURL = "https://github.com/" }, []string{"needs a host and a repository path"}},
+		"valid":              {"web", func(*Registration) {}, nil},
+		"scp-like":           {"web", func(r *Registration) { r.RepoURL = "git@github.com:org/repo.git" }, nil},
+		"root path":          {"web", func(r *Registration) { r.Path = "" }, nil},
+		"bad name":           {"Web_1", func(*Registration) {}, []string{"name: Invalid value"}},
+		"name too long":      {strings.Repeat("a", 60), func(*Registration) {}, []string{"at most 51 characters"}},
+		"no repo":            {"web", func(r *Registration) { r.RepoURL = "" }, []string{"repoURL: Required value"}},
+		"ftp":                {"web", func(r *Registration) { r.RepoURL = "ftp://h/o/r" }, []string{"repoURL: Invalid value", "scheme"}},
+		"embedded password":  {"web", func(r *Registration) { r.RepoURL = "https://u:p@github.com/o/r" }, []string{"must not embed a password"}},
+		"no repository path": {"web", func(r *Registration) { r.RepoURL = "https://github.com/" }, []string{"needs a host and a repository path"}},
+		"credentials over http": {"web", func(r *Registration) {
+			r.RepoURL, r.Credentials = "http://git.example.com/o/r", &Credentials{Type: "github-token", Token: "t"}
+		}, []string{"credentials: Forbidden: credentials are never sent over http://"}},
 		"no ref":              {"web", func(r *Registration) { r.Ref = " " }, []string{"ref: Required value"}},
 		"escaping path":       {"web", func(r *Registration) { r.Path = "deploy/../../etc" }, []string{"path: Invalid value"}},
 		"absolute path":       {"web", func(r *Registration) { r.Path = "/etc" }, []string{"path: Invalid value"}},

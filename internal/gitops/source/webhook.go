@@ -23,7 +23,12 @@ import (
 const (
 	WebhookSecretName = "github-webhook-secret"
 	WebhookSecretKey  = "webhook-secret"
-	maxBody           = 25 << 20 // GitHub caps payloads at 25 MB
+	// maxBody bounds what is read before the signature is checked. GitHub caps payloads at 25 MB, but a push
+	// payload lists at most 20 commits with their file names: 5 MiB leaves room and keeps an unauthenticated
+	// sender from making each request cost 25 MiB.
+	maxBody = 5 << 20
+	// bodyReadTimeout bounds reading the body (a slow sender holds a connection only this long).
+	bodyReadTimeout = 10 * time.Second
 )
 
 func reply(w http.ResponseWriter, code int, v map[string]any) {
@@ -59,8 +64,13 @@ func (h *Handler) ServeWebhook(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusInternalServerError, map[string]any{"error": "reading the webhook secret"})
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyReadTimeout))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
+		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+			reply(w, http.StatusRequestEntityTooLarge, map[string]any{"error": fmt.Sprintf("body over %d bytes", maxBody)})
+			return
+		}
 		reply(w, http.StatusBadRequest, map[string]any{"error": "reading the body"})
 		return
 	}
@@ -81,9 +91,18 @@ func (h *Handler) ServeWebhook(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusOK, map[string]any{"status": "ignored", "reason": "branch deleted"})
 		return
 	}
+	// Only pushes acted on are remembered: a ping or an unparsable body says nothing about a later delivery.
+	delivery := deliveryKeys(ns, r.Header.Get("X-GitHub-Delivery"), body)
+	if !h.deliveries.claim(delivery, time.Now()) {
+		reply(w, http.StatusOK, map[string]any{"status": "ignored", "reason": "delivery already received (a replay)"})
+		return
+	}
+	// A failure on our side lets GitHub (or an operator) redeliver.
+	failed := func() { h.deliveries.release(delivery) }
 	cms, err := h.Targets(ctx, ns)
 	if err != nil {
 		log.Error(err, "listing source targets", "namespace", ns)
+		failed()
 		reply(w, http.StatusInternalServerError, map[string]any{"error": "listing source targets"})
 		return
 	}
@@ -105,6 +124,17 @@ func (h *Handler) ServeWebhook(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusOK, map[string]any{"status": "ignored", "reason": "no source target matches"})
 		return
 	}
+	targets, stale, err := h.atHead(ctx, targets, push)
+	if err != nil {
+		log.Error(err, "reading the head of the pushed ref", "namespace", ns)
+		failed()
+		reply(w, http.StatusServiceUnavailable, map[string]any{"error": err.Error()})
+		return
+	}
+	if len(targets) == 0 {
+		reply(w, http.StatusOK, map[string]any{"status": "ignored", "reason": stale})
+		return
+	}
 	ectx, span := startEvent(EventWebhook, h.Tenant(ctx, ns),
 		attribute.String("github.delivery_id", r.Header.Get("X-GitHub-Delivery")),
 		attribute.String("github.head_commit", push.After))
@@ -121,6 +151,9 @@ func (h *Handler) ServeWebhook(w http.ResponseWriter, r *http.Request) {
 		}()
 	} else {
 		stage.End(span, lerr)
+		if lerr != nil {
+			failed()
+		}
 	}
 	if lerr != nil {
 		log.Error(lerr, "taking the leases of a push", "namespace", ns, "event", eventID)
@@ -165,4 +198,36 @@ func (h *Handler) leaseAll(ctx context.Context, targets []Target, commit string)
 	}
 	wg.Wait()
 	return jobs, errors.Join(errs...)
+}
+
+// headCheckTimeout bounds reading the heads of a push's ref, which the sender waits for.
+const headCheckTimeout = 5 * time.Second
+
+// atHead keeps the targets whose ref's current head is the pushed commit: only the head is deployed, so a captured
+// delivery replayed later (the delivery memory is per process) or an older push arriving late deploys nothing.
+// The head is read once per repository, credentials and ref. stale says why targets were dropped.
+func (h *Handler) atHead(ctx context.Context, targets []Target, push Push) (kept []Target, stale string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, headCheckTimeout)
+	defer cancel()
+	heads := map[string]string{}
+	for _, t := range targets {
+		key := t.Namespace + "/" + t.CredentialSecret + "|" + NormalizeRepoURL(t.RepoURL) + "|" + NormalizeRef(t.Ref)
+		head, ok := heads[key]
+		if !ok {
+			auth, err := h.auth(ctx, t)
+			if err != nil {
+				return nil, "", fmt.Errorf("source target %s/%s: %w", t.Namespace, t.Name, err)
+			}
+			if head, err = h.resolveRef(ctx, t, auth); err != nil {
+				return nil, "", fmt.Errorf("source target %s/%s: reading the head of %s: %w", t.Namespace, t.Name, push.Ref, err)
+			}
+			heads[key] = head
+		}
+		if head == push.After {
+			kept = append(kept, t)
+			continue
+		}
+		stale = fmt.Sprintf("commit %s is not the head of %s (the head is %s): only the head is deployed", push.After, push.Ref, head)
+	}
+	return kept, stale, nil
 }

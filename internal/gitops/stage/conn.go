@@ -32,6 +32,11 @@ type Connection struct {
 	// (--max-connection-age-grace); unset, it is the larger of RPCTimeout and 5m, so an aged connection never cuts
 	// an RPC short.
 	MaxConnectionAgeGrace time.Duration
+	// TokenFile, when set, is the projected ServiceAccount token (audience Audience) sent with every call
+	// (--stage-token-file).
+	TokenFile string
+	// Auth, when set, makes the server accept only calls of its Platform's stages (auth.go).
+	Auth *Authenticator
 }
 
 // DefaultConnection holds the defaults of every Connection field.
@@ -87,6 +92,9 @@ func DialWith(target string, c Connection, opts ...grpc.DialOption) (*grpc.Clien
 			PermitWithoutStream: true}),
 		grpc.WithChainUnaryInterceptor(unaryDeadline(c.RPCTimeout)),
 		grpc.WithChainStreamInterceptor(streamDeadline(c.RPCTimeout)),
+	}
+	if c.TokenFile != "" {
+		base = append(base, grpc.WithPerRPCCredentials(&tokenFile{path: c.TokenFile}))
 	}
 	return grpc.NewClient(Target(target), append(base, opts...)...)
 }

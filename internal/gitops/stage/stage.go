@@ -62,8 +62,11 @@ func New(name string, register func(*grpc.Server)) *Server {
 func NewWith(name string, c Connection, register func(*grpc.Server)) *Server {
 	s := &Server{Name: name, Health: health.NewServer(), DrainTimeout: 30 * time.Second, conn: c.WithDefaults()}
 	opts := append(serverOptions(s.conn),
-		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithPropagators(Propagator))),
-		grpc.ChainUnaryInterceptor(s.unary), grpc.ChainStreamInterceptor(s.stream))
+		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithPropagators(Propagator))))
+	if a := s.conn.Auth; a != nil { // first: nothing runs for a caller that is not a stage of this Platform
+		opts = append(opts, grpc.ChainUnaryInterceptor(a.unary), grpc.ChainStreamInterceptor(a.stream))
+	}
+	opts = append(opts, grpc.ChainUnaryInterceptor(s.unary), grpc.ChainStreamInterceptor(s.stream))
 	s.GRPC = grpc.NewServer(opts...)
 	healthpb.RegisterHealthServer(s.GRPC, s.Health)
 	register(s.GRPC)

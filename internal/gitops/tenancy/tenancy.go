@@ -136,6 +136,8 @@ func Validate(t *gitopsv1alpha1.Tenant, reserved ...string) field.ErrorList {
 			switch {
 			case res == "*":
 				errs = append(errs, field.Forbidden(rp, "wildcards are not allowed: list the resources"))
+			case isNamespaces(r.APIGroups, res):
+				errs = append(errs, field.Forbidden(rp, "tenants may not write Namespace objects: they would change their own Pod Security and tenant labels"))
 			case escalating[res]:
 				errs = append(errs, field.Forbidden(rp, res+" would let the tenant's manifests widen their own permissions"))
 			case res == "":

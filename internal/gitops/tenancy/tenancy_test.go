@@ -39,6 +39,8 @@ func TestValidate(t *testing.T) {
 			[]string{"spec.resources[0].resources[1]: Forbidden: wildcards"}},
 		"escalation": {tenant([]string{"a"}, res([]string{"rbac.authorization.k8s.io"}, []string{"rolebindings"})),
 			[]string{"spec.resources[0].resources[0]: Forbidden: rolebindings would let"}},
+		"namespaces": {tenant([]string{"a"}, res([]string{""}, []string{"configmaps", "namespaces"})),
+			[]string{"spec.resources[0].resources[1]: Forbidden: tenants may not write Namespace objects"}},
 		"empty lists": {tenant([]string{"a"}, res(nil, nil)),
 			[]string{"spec.resources[0].apiGroups: Required value", "spec.resources[0].resources: Required value"}},
 	} {

@@ -34,16 +34,19 @@ type TenantValidator struct {
 	Reader client.Reader
 	// Reserved are namespaces no Tenant may claim besides the system ones (the operator's own namespace).
 	Reserved []string
+	// AllowPrivileged lets a Tenant ask for Pod Security level privileged (--gitops-allow-privileged-tenants).
+	AllowPrivileged bool
 }
 
 var _ admission.Validator[*gitopsv1alpha1.Tenant] = TenantValidator{}
 
 // SetupTenantWebhook registers the Tenant validating webhook and the namespace label guard.
-// reserved are namespaces no Tenant may claim besides the system ones (the operator's own namespace).
-func SetupTenantWebhook(mgr ctrl.Manager, reserved ...string) error {
+// reserved are namespaces no Tenant may claim besides the system ones (the operator's own namespace);
+// allowPrivileged lets a Tenant ask for Pod Security level privileged.
+func SetupTenantWebhook(mgr ctrl.Manager, allowPrivileged bool, reserved ...string) error {
 	mgr.GetWebhookServer().Register(NamespacePath, &webhook.Admission{Handler: NamespaceGuard{Reader: mgr.GetAPIReader()}})
 	return ctrl.NewWebhookManagedBy(mgr, &gitopsv1alpha1.Tenant{}).
-		WithValidator(TenantValidator{Reader: mgr.GetAPIReader(), Reserved: reserved}).Complete()
+		WithValidator(TenantValidator{Reader: mgr.GetAPIReader(), Reserved: reserved, AllowPrivileged: allowPrivileged}).Complete()
 }
 
 // ValidateCreate implements admission.Validator.
@@ -66,12 +69,20 @@ func (TenantValidator) ValidateDelete(context.Context, *gitopsv1alpha1.Tenant) (
 
 func (v TenantValidator) validate(ctx context.Context, t *gitopsv1alpha1.Tenant) error {
 	errs := tenancy.Validate(t, v.Reserved...)
+	if ferr := tenancy.ValidatePodSecurity(t, v.AllowPrivileged); ferr != nil {
+		errs = append(errs, ferr)
+	}
 	if len(errs) == 0 {
-		owners, err := v.owners(ctx, t)
+		owners, refused, err := v.owners(ctx, t)
 		if err != nil {
 			return apierrors.NewInternalError(fmt.Errorf("reading namespace owners: %w", err))
 		}
 		errs = tenancy.Claims(t.Name, t.Spec.Namespaces, owners)
+		for i, ns := range t.Spec.Namespaces {
+			if why := refused[ns]; why != "" {
+				errs = append(errs, field.Forbidden(field.NewPath("spec", "namespaces").Index(i), why))
+			}
+		}
 	}
 	if len(errs) > 0 {
 		return apierrors.NewInvalid(gitopsv1alpha1.GroupVersion.WithKind("Tenant").GroupKind(), t.Name, errs)
@@ -80,12 +91,12 @@ func (v TenantValidator) validate(ctx context.Context, t *gitopsv1alpha1.Tenant)
 }
 
 // owners maps each namespace of t to the tenant already holding it: the namespace's label, else another Tenant
-// listing it.
-func (v TenantValidator) owners(ctx context.Context, t *gitopsv1alpha1.Tenant) (map[string]string, error) {
-	owners := map[string]string{}
+// listing it; refused maps an existing namespace no tenant may hold to why (tenancy.Refusal).
+func (v TenantValidator) owners(ctx context.Context, t *gitopsv1alpha1.Tenant) (owners, refused map[string]string, err error) {
+	owners, refused = map[string]string{}, map[string]string{}
 	tenants := &gitopsv1alpha1.TenantList{}
 	if err := v.Reader.List(ctx, tenants); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, other := range tenants.Items {
 		if other.Name == t.Name {
@@ -101,14 +112,19 @@ func (v TenantValidator) owners(ctx context.Context, t *gitopsv1alpha1.Tenant) (
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
-			return nil, err
+			return nil, nil, err
 		default:
 			if l := ns.Labels[gitopsv1alpha1.LabelTenant]; l != "" {
 				owners[name] = l
 			}
+			facts, err := tenancy.Facts(ctx, v.Reader, ns)
+			if err != nil {
+				return nil, nil, err
+			}
+			refused[name] = tenancy.Refusal(facts, v.Reserved)
 		}
 	}
-	return owners, nil
+	return owners, refused, nil
 }
 
 // NamespaceGuard keeps a namespace's katastroma.org/tenant label immutable once set.
