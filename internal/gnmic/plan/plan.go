@@ -111,6 +111,10 @@ type PipelineResult struct {
 	Missing []string
 	// Skipped lists target names left out because they have no subscription.
 	Skipped []string
+	// SkippedTunnelTargetPolicies lists the TunnelTargetPolicies ("ns/name") left out because the Pipeline
+	// resolves no subscription: gNMIc would give their devices every subscription it knows (other Pipelines'),
+	// and refuses matches in a payload without any subscription.
+	SkippedTunnelTargetPolicies []string
 	// NoOutputs is set when the Pipeline resolves no Output: it then collects nothing, since gNMIc would write
 	// its targets' data to every output of the collector.
 	NoOutputs bool
@@ -254,6 +258,11 @@ func Build(s Snapshot) *Plan {
 		}
 		for _, tp := range r.ttps {
 			name := Name(tp.Namespace, tp.Name)
+			if len(r.subNames) == 0 {
+				// A tunnel match travels only with its own Pipeline's subscriptions and outputs.
+				res.SkippedTunnelTargetPolicies = appendNew(res.SkippedTunnelTargetPolicies, name)
+				continue
+			}
 			m := p.Config.TunnelTargetMatches[name]
 			if m == nil {
 				m = &TunnelTargetMatch{}

@@ -169,6 +169,7 @@ func decodeAsGNMIc(g Gomega, p *Plan) *gnmicserver.Decoded {
 	g.ExpectWithOffset(2, err).NotTo(HaveOccurred(), "the collector refuses the body:\n%s", body)
 	g.ExpectWithOffset(2, d.Unused).To(BeEmpty(), "keys the collector drops")
 	g.ExpectWithOffset(2, d.PluginErrors).To(BeEmpty(), "configs the collector's plugins refuse")
+	g.ExpectWithOffset(2, gnmicserver.ValidateApply(&d.Request)).To(Succeed(), "the collector answers 400 to:\n%s", body)
 	return d
 }
 
