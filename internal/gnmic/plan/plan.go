@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -56,6 +57,9 @@ type Snapshot struct {
 	Profiles map[ktypes.NamespacedName]*gnmicv1alpha1.TargetProfile
 	// Credentials holds the data of each credentials Secret by namespace/name.
 	Credentials map[ktypes.NamespacedName]map[string][]byte
+	// CredentialsMissing are the TargetProfiles whose credentials Secret does not exist, with why: the
+	// controller holds their targets back (HeldBack) instead of pushing them without credentials.
+	CredentialsMissing map[ktypes.NamespacedName]string
 	// CredentialsWithheld names the TargetProfiles whose credentials were left out of Credentials because the
 	// collectors' API is plain HTTP.
 	CredentialsWithheld []string
@@ -209,7 +213,6 @@ func Build(s Snapshot) *Plan {
 	}
 	targetSubs := map[string]map[string]bool{}
 	targetOuts := map[string]map[string]bool{}
-	targetTags := map[string]map[string]string{}
 	targetObjs := map[string]*gnmicv1alpha1.Target{}
 	prom := map[string]PrometheusOutput{}
 	for _, r := range all {
@@ -302,13 +305,10 @@ func Build(s Snapshot) *Plan {
 			targetObjs[name] = t
 			addAll(targetSubs, name, r.subNames)
 			addAll(targetOuts, name, r.outNames)
-			if targetTags[name] == nil {
-				targetTags[name] = map[string]string{}
-			}
-			maps.Copy(targetTags[name], pl.Spec.Labels)
 		}
 		sort.Strings(res.Missing)
 	}
+	addPipelineLabels(p, all)
 	for name, t := range targetObjs {
 		prof := s.Profiles[ktypes.NamespacedName{Namespace: t.Namespace, Name: t.Spec.Profile}]
 		cfg := s.targetConfig(prof)
@@ -316,12 +316,6 @@ func Build(s Snapshot) *Plan {
 		cfg.Subscriptions = slices.Sorted(maps.Keys(targetSubs[name]))
 		// The union of the target's outputs; routing itself is per subscription, which overrides it.
 		cfg.Outputs = slices.Sorted(maps.Keys(targetOuts[name]))
-		if tags := targetTags[name]; len(tags) > 0 {
-			if cfg.EventTags == nil {
-				cfg.EventTags = map[string]string{}
-			}
-			maps.Copy(cfg.EventTags, tags)
-		}
 		p.Config.Targets[name] = &cfg
 	}
 	for _, name := range slices.Sorted(maps.Keys(prom)) {
@@ -329,6 +323,47 @@ func Build(s Snapshot) *Plan {
 	}
 	p.assignPrometheusPorts(s.ReservedPorts)
 	return p
+}
+
+// PipelineLabelsProcessor is the name of the event-add-tag processor carrying a Pipeline's labels.
+func PipelineLabelsProcessor(namespace, pipeline string) string {
+	return namespace + "/" + pipeline + "/labels"
+}
+
+// addPipelineLabels gives each Pipeline's labels to that Pipeline's data alone: an event-add-tag processor whose
+// condition matches only the Pipeline's subscription instances (named namespace/pipeline/subscription; gNMIc tags
+// every event with its subscription-name), run first on each of the Pipeline's outputs. Target event-tags would
+// tag every event of the target, whichever Pipeline it is for. An output shared by Pipelines runs the processor of
+// each (every one touches only its own Pipeline's events), so sharing and output names are unaffected.
+func addPipelineLabels(p *Plan, all []*resolved) {
+	labelProcs := map[string][]string{}
+	for _, r := range all {
+		if len(r.pl.Spec.Labels) == 0 || len(r.subNames) == 0 || len(r.outNames) == 0 {
+			continue
+		}
+		name := PipelineLabelsProcessor(r.pl.Namespace, r.pl.Name)
+		add := make(map[string]any, len(r.pl.Spec.Labels))
+		for k, v := range r.pl.Spec.Labels {
+			add[k] = v
+		}
+		prefix := r.pl.Namespace + "/" + r.pl.Name + "/"
+		p.Config.Processors[name] = map[string]any{"event-add-tag": map[string]any{
+			"condition": fmt.Sprintf(`(.tags["subscription-name"] // "") | startswith(%q)`, prefix),
+			"add":       add,
+			"overwrite": true,
+		}}
+		for _, out := range r.outNames {
+			labelProcs[out] = appendNew(labelProcs[out], name)
+		}
+	}
+	for out, procs := range labelProcs {
+		cfg := p.Config.Outputs[out]
+		if cfg == nil {
+			continue
+		}
+		slices.Sort(procs)
+		cfg["event-processors"] = append(procs, anyStrings(cfg["event-processors"])...)
+	}
 }
 
 // resolvePipeline resolves the objects one enabled Pipeline selects and records counts, missing references and
