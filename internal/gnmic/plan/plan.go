@@ -57,6 +57,9 @@ type Snapshot struct {
 	Profiles map[ktypes.NamespacedName]*gnmicv1alpha1.TargetProfile
 	// Credentials holds the data of each credentials Secret by namespace/name.
 	Credentials map[ktypes.NamespacedName]map[string][]byte
+	// PrometheusPorts are the ports prometheus output instances (by gNMIc output name) were given before, read
+	// back from their Services: kept while free, so a new output never shifts the others.
+	PrometheusPorts map[string]int32
 	// CredentialsMissing are the TargetProfiles whose credentials Secret does not exist, with why: the
 	// controller holds their targets back (HeldBack) instead of pushing them without credentials.
 	CredentialsMissing map[ktypes.NamespacedName]string
@@ -321,7 +324,7 @@ func Build(s Snapshot) *Plan {
 	for _, name := range slices.Sorted(maps.Keys(prom)) {
 		p.PrometheusOutputs = append(p.PrometheusOutputs, prom[name])
 	}
-	p.assignPrometheusPorts(s.ReservedPorts)
+	p.assignPrometheusPorts(s.ReservedPorts, s.PrometheusPorts)
 	return p
 }
 
