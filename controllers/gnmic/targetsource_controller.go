@@ -43,6 +43,9 @@ type TargetSourceReconciler struct {
 	// WriteQPS is the rate limit of the client the Target writes go through; it sizes the write budget of a run
 	// (0: client-go's default).
 	WriteQPS float64
+	// WriteSharers is how many runs may write at once through Writer (the controller's MaxConcurrentReconciles):
+	// they share WriteQPS, and each run's write budget is sized for its share (0 or 1: alone).
+	WriteSharers int
 	// Clock and Rand are injectable for tests; nil uses the real clock and math/rand.
 	Clock clock.PassiveClock
 	Rand  func() float64
@@ -149,7 +152,7 @@ func (r *TargetSourceReconciler) run(ctx context.Context, ts *gnmicv1alpha1.Targ
 	}
 	// Every wanted Target may be applied and every managed one deleted: that bounds the writes.
 	writeCtx, cancelWrites := context.WithTimeout(ctx,
-		targetsource.WriteBudget(len(o.plan.Targets)+int(ts.Status.Managed), r.WriteQPS))
+		targetsource.SharedWriteBudget(len(o.plan.Targets)+int(ts.Status.Managed), r.WriteQPS, r.WriteSharers))
 	defer cancelWrites()
 	invalid := append(append([]targetsource.Failure{}, f.failures...), o.plan.Failures...)
 	c, err := r.converge(writeCtx, ts, &o.plan, targetsource.GuardInput{
