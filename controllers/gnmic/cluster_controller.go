@@ -2,6 +2,7 @@ package gnmic
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -70,6 +71,8 @@ type ClusterReconciler struct {
 	events  chan event.GenericEvent
 	mu      sync.Mutex
 	applied map[ktypes.NamespacedName]map[int]string
+	// missing remembers when a collector pod was first found missing, for its grace period.
+	missing map[ktypes.NamespacedName]map[int]time.Time
 }
 
 // +kubebuilder:rbac:groups=operator.gnmic.dev,resources=clusters,verbs=get;list;watch;update;patch
@@ -109,17 +112,21 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	r.setCredentialsCondition(c, snap.CredentialsWithheld)
 	tls, wait, pushErr := r.certificates(ctx, c)
-	var settle time.Duration
+	var settle, graceLeft time.Duration
 	var devices *deviceTLS
 	if pushErr == nil && wait == 0 {
 		if devices, pushErr = r.ensureTargetTLS(ctx, c, snap.Profiles); pushErr == nil {
 			snap.TargetTLS, snap.HeldBack, settle = devices.inUse, devices.heldBack, devices.settle
-			setTargetTLSCondition(c, snap.HeldBack)
+			r.setTargetTLSCondition(c, snap.HeldBack, devices.lastGood)
+			r.setCredentialsMissingCondition(c, snap.CredentialsMissing)
+			for profile, why := range snap.CredentialsMissing {
+				snap.HeldBack[profile] = why
+			}
 		}
 	}
 	p := plan.Build(snap)
 	if pushErr == nil && wait == 0 {
-		pushErr = r.sync(ctx, c, snap, p, tls)
+		graceLeft, pushErr = r.sync(ctx, c, snap, p, tls)
 		if pushErr == nil && meta.IsStatusConditionTrue(c.Status.Conditions, gnmicv1alpha1.ClusterConditionConfigApplied) {
 			// Every pod has the configuration: files only an older one named can go.
 			pushErr = r.targetTLSPushed(ctx, c, devices)
@@ -138,11 +145,16 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		// Come back when held-back device TLS files have reached the pods.
 		res.RequeueAfter = settle
 	}
+	if graceLeft > 0 && pushErr == nil && (res.RequeueAfter == 0 || graceLeft < res.RequeueAfter) {
+		// Come back when an unready pod's grace period ends, to place its targets elsewhere.
+		res.RequeueAfter = graceLeft
+	}
 	return res, pushErr
 }
 
-// sync deploys the collectors, places and pushes the targets, and records everything in c.Status.
-func (r *ClusterReconciler) sync(ctx context.Context, c *gnmicv1alpha1.Cluster, snap plan.Snapshot, p *plan.Plan, tls *clusterCerts) error {
+// sync deploys the collectors, places and pushes the targets, and records everything in c.Status. It returns when
+// to look again for a pod whose grace period is running (0: no such pod).
+func (r *ClusterReconciler) sync(ctx context.Context, c *gnmicv1alpha1.Cluster, snap plan.Snapshot, p *plan.Plan, tls *clusterCerts) (time.Duration, error) {
 	key := client.ObjectKeyFromObject(c)
 	replicas := int(c.DesiredReplicas())
 	targets := slices.Sorted(maps.Keys(p.Config.Targets))
@@ -159,7 +171,6 @@ func (r *ClusterReconciler) sync(ctx context.Context, c *gnmicv1alpha1.Cluster, 
 	if d := c.Spec.TargetDistribution; d != nil && d.PodCapacity != nil {
 		capacity = int(*d.PodCapacity)
 	}
-	placed := placement.Place(placement.Input{Targets: targets, Pods: replicas, PodCapacity: capacity, Previous: previous})
 
 	enabled := 0
 	for _, res := range p.Pipelines {
@@ -170,14 +181,10 @@ func (r *ClusterReconciler) sync(ctx context.Context, c *gnmicv1alpha1.Cluster, 
 	c.Status.Replicas = int32(replicas)
 	c.Status.Selector = metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: podLabels(c)})
 	c.Status.PipelinesCount = int32(enabled)
-	c.Status.TargetsCount = int32(len(placed.Assignments))
-	c.Status.UnassignedTargets = int32(len(placed.Unassigned))
 	c.Status.SubscriptionsCount = int32(len(p.Config.Subscriptions))
 	c.Status.InputsCount = int32(len(p.Config.Inputs))
 	c.Status.OutputsCount = int32(len(p.Config.Outputs))
-	r.setCapacityCondition(c, placed)
 	setFeaturesCondition(c, p)
-	recordClusterGauges(c)
 
 	// Pods beyond the new size keep running until they were drained.
 	current := &appsv1.StatefulSet{}
@@ -188,126 +195,74 @@ func (r *ClusterReconciler) sync(ctx context.Context, c *gnmicv1alpha1.Cluster, 
 	}
 	sts, err := r.ensureResources(ctx, c, p, stsReplicas, tls)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	c.Status.ReadyReplicas = sts.Status.ReadyReplicas
 	pods := int(stsReplicas)
 	urls := r.collectorURLs(c, pods)
 	if err := r.trustCollectors(tls, c, urls); err != nil {
-		return err
+		return 0, err
 	}
-	if sts.Status.ReadyReplicas < stsReplicas || sts.Status.ObservedGeneration < sts.Generation && sts.Status.ReadyReplicas < stsReplicas {
-		r.setApplied(c, metav1.ConditionFalse, gnmicv1alpha1.ReasonWaitingForPods,
-			fmt.Sprintf("%d of %d collector pods ready", sts.Status.ReadyReplicas, stsReplicas))
-		r.setReady(c, false)
-		return nil
+	health, graceLeft, err := r.collectorPodHealth(ctx, c, pods)
+	if err != nil {
+		return 0, err
 	}
+	// Targets of a pod unready past the grace period go to the ready pods (minimal moves: the others' targets stay).
+	placed := placement.Place(placement.Input{Targets: targets, Pods: replicas, PodCapacity: capacity, Previous: previous,
+		Unavailable: unavailable(health, replicas, previous)})
+	c.Status.TargetsCount = int32(len(placed.Assignments))
+	c.Status.UnassignedTargets = int32(len(placed.Unassigned))
+	r.setCapacityCondition(c, placed)
 	r.Monitor.Ensure(key, r.collectorURLs(c, replicas))
 
-	if err := r.push(ctx, c, p, placed, previous, pods, urls); err != nil {
-		r.setApplied(c, metav1.ConditionFalse, gnmicv1alpha1.ReasonConfigurationFailed, err.Error())
+	// Every ready pod gets its plan whatever the state of the others.
+	errs := r.push(ctx, c, p, placed, previous, pods, urls, health)
+	statuses, notCollected := podStatuses(c, health, replicas, placed.Assignments, errs)
+	c.Status.Pods = statuses
+	c.Status.TargetsNotCollected = int32(notCollected + len(placed.Unassigned))
+	recordClusterGauges(c)
+	pushErr := errors.Join(errs...)
+	readyPods, configured := 0, 0
+	for i := range replicas {
+		if health[i].ready {
+			readyPods++
+			if errs[i] == nil {
+				configured++
+			}
+		}
+	}
+	switch {
+	case pushErr != nil:
+		r.setApplied(c, metav1.ConditionFalse, gnmicv1alpha1.ReasonConfigurationFailed, pushErr.Error())
 		r.setReady(c, false)
 		if !meta.IsStatusConditionFalse(c.Status.Conditions, gnmicv1alpha1.ClusterConditionConfigApplied) ||
 			meta.FindStatusCondition(c.Status.Conditions, gnmicv1alpha1.ClusterConditionConfigApplied).Reason != gnmicv1alpha1.ReasonConfigurationFailed {
-			r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, gnmicv1alpha1.ReasonConfigurationFailed, "Apply", err.Error())
+			r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, gnmicv1alpha1.ReasonConfigurationFailed, "Apply", pushErr.Error())
 		}
-		return err
-	}
-	if int(stsReplicas) > replicas { // drained: now shrink the StatefulSet
-		sts.Spec.Replicas = ptrTo(int32(replicas))
-		if err := r.Update(ctx, sts); err != nil {
-			return err
+	case configured < replicas:
+		r.setApplied(c, metav1.ConditionFalse, gnmicv1alpha1.ReasonWaitingForPods,
+			fmt.Sprintf("%d of %d collector pods ready and configured (%d targets not collected)", configured, replicas, c.Status.TargetsNotCollected))
+		r.setReady(c, false)
+	default:
+		drained := true
+		for i := replicas; i < pods; i++ {
+			drained = drained && (errs[i] == nil || !health[i].ready)
 		}
-		r.dropPodsFrom(key, replicas)
-	}
-	r.setApplied(c, metav1.ConditionTrue, gnmicv1alpha1.ReasonConfigurationApplied,
-		fmt.Sprintf("%d targets on %d pods", len(placed.Assignments), replicas))
-	r.setReady(c, true)
-	return r.writeTargetStates(ctx, c, snap.Targets, placed.Assignments, r.Monitor.States(key))
-}
-
-// push sends every pod its plan: first, when targets move, each pod only the targets it keeps (so no target
-// runs on two pods at once) and pods beyond the new size nothing; then every pod its full plan. Pods whose
-// payload equals the last one applied are skipped.
-func (r *ClusterReconciler) push(ctx context.Context, c *gnmicv1alpha1.Cluster, p *plan.Plan, placed placement.Result,
-	previous map[string]int, pods int, urls map[int]string) error {
-	replicas := int(c.DesiredReplicas())
-	full := make([][]string, pods)
-	keep := make([][]string, pods)
-	moving := false
-	for t, i := range placed.Assignments {
-		full[i] = append(full[i], t)
-		if prev, ok := previous[t]; ok && prev != i {
-			moving = true
-		} else {
-			keep[i] = append(keep[i], t)
-		}
-	}
-	for t, prev := range previous {
-		if _, still := placed.Assignments[t]; !still && prev < pods {
-			moving = true // removed or unassigned targets leave their pod in the first phase too
-		}
-	}
-	phases := [][][]string{full}
-	if moving {
-		phases = [][][]string{keep, full}
-	}
-	for _, phase := range phases {
-		var wg sync.WaitGroup
-		errs := make([]error, pods)
-		for i := range pods {
-			var req *plan.ApplyRequest
-			if i < replicas {
-				req = p.ForPod(phase[i])
-			} else {
-				req = plan.Empty()
+		if int(stsReplicas) > replicas && drained { // drained: now shrink the StatefulSet
+			sts.Spec.Replicas = ptrTo(int32(replicas))
+			if err := r.Update(ctx, sts); err != nil {
+				return 0, err
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[i] = r.applyToPod(ctx, c, i, urls[i], req)
-			}()
+			r.dropPodsFrom(key, replicas)
 		}
-		wg.Wait()
-		for i, err := range errs {
-			if err != nil {
-				return fmt.Errorf("pod %s: %w", podName(c, i), err)
-			}
-		}
+		r.setApplied(c, metav1.ConditionTrue, gnmicv1alpha1.ReasonConfigurationApplied,
+			fmt.Sprintf("%d targets on %d pods", len(placed.Assignments), replicas))
+		r.setReady(c, true)
 	}
-	return nil
-}
-
-func (r *ClusterReconciler) applyToPod(ctx context.Context, c *gnmicv1alpha1.Cluster, pod int, url string, req *plan.ApplyRequest) error {
-	body, hash, err := plan.Encode(req)
-	if err != nil {
-		return err
+	if err := r.writeTargetStates(ctx, c, snap.Targets, placed.Assignments, r.Monitor.States(key)); err != nil {
+		return 0, errors.Join(pushErr, err)
 	}
-	key := client.ObjectKeyFromObject(c)
-	r.mu.Lock()
-	same := r.applied[key][pod] == hash
-	r.mu.Unlock()
-	if same {
-		return nil
-	}
-	applyCtx, cancel := context.WithTimeout(ctx, applyTimeout)
-	defer cancel()
-	err = r.Collectors.Apply(applyCtx, url, body)
-	applyTotal.WithLabelValues(c.Namespace, c.Name, result(err)).Inc()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.applied == nil {
-		r.applied = map[ktypes.NamespacedName]map[int]string{}
-	}
-	if r.applied[key] == nil {
-		r.applied[key] = map[int]string{}
-	}
-	if err != nil {
-		delete(r.applied[key], pod)
-		return err
-	}
-	r.applied[key][pod] = hash
-	return nil
+	return graceLeft, pushErr
 }
 
 // Invalidate forgets what was applied to a pod, so the next reconcile sends its plan again.
@@ -334,6 +289,7 @@ func (r *ClusterReconciler) forget(cluster ktypes.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.applied, cluster)
+	delete(r.missing, cluster)
 }
 
 // collectorURLs returns the REST base URL of pods 0..n-1, by pod DNS name. In development and tests the

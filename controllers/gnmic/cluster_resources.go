@@ -210,6 +210,26 @@ func applyTemplate(svc *corev1.Service, t *gnmicv1alpha1.ServiceTemplate, defaul
 	}
 }
 
+// annotationPromOutputName on a prometheus output's Service is the gNMIc output name its port was given to.
+const annotationPromOutputName = "operator.gnmic.dev/output-name"
+
+// prometheusPorts reads the ports the Cluster's prometheus output instances were given, by gNMIc output name.
+func (r *ClusterReconciler) prometheusPorts(ctx context.Context, c *gnmicv1alpha1.Cluster) (map[string]int32, error) {
+	existing := &corev1.ServiceList{}
+	if err := r.List(ctx, existing, client.InNamespace(c.Namespace), client.MatchingLabels{labelCluster: c.Name},
+		client.HasLabels{labelPromOutput}); err != nil {
+		return nil, err
+	}
+	ports := map[string]int32{}
+	for i := range existing.Items {
+		svc := &existing.Items[i]
+		if name := svc.Annotations[annotationPromOutputName]; name != "" && metav1.IsControlledBy(svc, c) && len(svc.Spec.Ports) > 0 {
+			ports[name] = svc.Spec.Ports[0].Port
+		}
+	}
+	return ports, nil
+}
+
 // ensurePrometheusServices keeps one headless Service per prometheus output instance in the plan and deletes the
 // others. Headless, because each collector pod serves only the metrics of its own shard of targets: a scrape
 // through a load-balancing Service would see 1/N of the data, so Prometheus must find and scrape every pod.
@@ -233,6 +253,11 @@ func (r *ClusterReconciler) ensurePrometheusServices(ctx context.Context, c *gnm
 		if err := r.createOrUpdate(ctx, c, svc, func() {
 			applyTemplate(svc, o.Spec.Service, corev1.ServiceTypeClusterIP, lbls)
 			svc.Labels[labelPromOutput] = out.Output.Name
+			if svc.Annotations == nil {
+				svc.Annotations = map[string]string{}
+			}
+			// The next plans read the port back by gNMIc output name (plan.Snapshot.PrometheusPorts).
+			svc.Annotations[annotationPromOutputName] = out.Name
 			svc.Spec.Selector = lbls
 			if svc.Spec.Type == corev1.ServiceTypeClusterIP {
 				svc.Spec.ClusterIP = corev1.ClusterIPNone
@@ -316,7 +341,9 @@ func podTemplate(c *gnmicv1alpha1.Cluster, lbls map[string]string, configSum str
 				Resources: c.Spec.Resources,
 				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 					Path: "/api/v1/healthz", Port: intstr.FromString("rest")}}, PeriodSeconds: 5},
-				VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: configMountPath, ReadOnly: true}},
+				// The root filesystem is read-only: file outputs write to the data volume (plan.OutputDataDir).
+				VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: configMountPath, ReadOnly: true},
+					{Name: "data", MountPath: plan.OutputDataDir}},
 				SecurityContext: &corev1.SecurityContext{
 					AllowPrivilegeEscalation: &no,
 					// runAsNonRoot and the UID live at pod level, where spec.podTemplate.securityContext can change them.
@@ -326,7 +353,8 @@ func podTemplate(c *gnmicv1alpha1.Cluster, lbls map[string]string, configSum str
 				},
 			}},
 			Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-				LocalObjectReference: corev1.LocalObjectReference{Name: clusterResourceName(c) + "-config"}}}}},
+				LocalObjectReference: corev1.LocalObjectReference{Name: clusterResourceName(c) + "-config"}}}},
+				{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 		},
 	}
 }

@@ -22,7 +22,7 @@ var (
 	}, []string{"namespace", "name", "result"})
 	clusterTargets = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "gnmic_operator_cluster_targets",
-		Help: "Targets of a Cluster by state (assigned|unassigned).",
+		Help: "Targets of a Cluster by state (assigned|unassigned|not_collected: placed on a pod that is unready or failed its apply, or fitting nowhere).",
 	}, []string{"namespace", "name", "state"})
 )
 
@@ -50,6 +50,7 @@ func recordClusterGauges(c *gnmicv1alpha1.Cluster) {
 	applyTotal.WithLabelValues(c.Namespace, c.Name, applyFailure)
 	clusterTargets.WithLabelValues(c.Namespace, c.Name, "assigned").Set(float64(c.Status.TargetsCount))
 	clusterTargets.WithLabelValues(c.Namespace, c.Name, "unassigned").Set(float64(c.Status.UnassignedTargets))
+	clusterTargets.WithLabelValues(c.Namespace, c.Name, "not_collected").Set(float64(c.Status.TargetsNotCollected))
 }
 
 // snapshot reads everything the plan needs from the Cluster's namespace.
@@ -92,12 +93,22 @@ func (r *ClusterReconciler) snapshot(ctx context.Context, c *gnmicv1alpha1.Clust
 				if !apierrors.IsNotFound(err) {
 					return s, err
 				}
+				// Held back rather than pushed without credentials (see heldBackForCredentials).
+				if s.CredentialsMissing == nil {
+					s.CredentialsMissing = map[ktypes.NamespacedName]string{}
+				}
+				s.CredentialsMissing[client.ObjectKeyFromObject(p)] = "credentials Secret/" + ref.Name + " not found"
 				continue
 			}
 			s.Credentials[key] = secret.Data
 		}
 	}
 	s.OutputAddresses = r.resolveOutputAddresses(ctx, s.Outputs)
+	ports, err := r.prometheusPorts(ctx, c)
+	if err != nil {
+		return s, err
+	}
+	s.PrometheusPorts = ports
 	return s, nil
 }
 

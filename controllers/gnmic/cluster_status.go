@@ -2,11 +2,14 @@ package gnmic
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ktypes "k8s.io/apimachinery/pkg/types"
 
 	gnmicv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/gnmic/placement"
@@ -60,6 +63,26 @@ func (r *ClusterReconciler) setCredentialsCondition(c *gnmicv1alpha1.Cluster, wi
 			"(anything on the pod network could read them); set spec.api.tls: {} (the operator issues the certificates)",
 			strings.Join(withheld, ", "))}
 	if !meta.IsStatusConditionTrue(c.Status.Conditions, cond.Type) {
+		r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, cond.Reason, "Push", cond.Message)
+	}
+	meta.SetStatusCondition(&c.Status.Conditions, cond)
+}
+
+// setCredentialsMissingCondition reports, while it holds, the TargetProfiles whose credentials Secret is missing
+// (their targets are held back); a Warning event when it starts or the list changes.
+func (r *ClusterReconciler) setCredentialsMissingCondition(c *gnmicv1alpha1.Cluster, missing map[ktypes.NamespacedName]string) {
+	if len(missing) == 0 {
+		meta.RemoveStatusCondition(&c.Status.Conditions, gnmicv1alpha1.ClusterConditionCredentialsMissing)
+		return
+	}
+	lines := make([]string, 0, len(missing))
+	for _, k := range slices.SortedFunc(maps.Keys(missing), func(a, b ktypes.NamespacedName) int { return strings.Compare(a.String(), b.String()) }) {
+		lines = append(lines, "TargetProfile/"+k.Name+": "+missing[k])
+	}
+	cond := metav1.Condition{Type: gnmicv1alpha1.ClusterConditionCredentialsMissing, Status: metav1.ConditionTrue,
+		Reason: gnmicv1alpha1.ReasonCredentialsSecretMissing, ObservedGeneration: c.Generation,
+		Message: "targets of these profiles are held back, not pushed without credentials: " + strings.Join(lines, "; ")}
+	if old := meta.FindStatusCondition(c.Status.Conditions, cond.Type); old == nil || old.Message != cond.Message {
 		r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, cond.Reason, "Push", cond.Message)
 	}
 	meta.SetStatusCondition(&c.Status.Conditions, cond)

@@ -57,10 +57,12 @@ const targetTLSPushedAnnotation = "operator.gnmic.dev/target-tls-pushed"
 // waiting file is due.
 func (r *ClusterReconciler) ensureTargetTLS(ctx context.Context, c *gnmicv1alpha1.Cluster,
 	profiles map[ktypes.NamespacedName]*gnmicv1alpha1.TargetProfile) (*deviceTLS, error) {
-	data, wanted, heldBack, err := r.gatherTargetTLS(ctx, profiles)
+	data, wanted, missing, err := r.gatherTargetTLS(ctx, profiles)
 	if err != nil {
 		return nil, err
 	}
+	heldBack := map[ktypes.NamespacedName]string{}
+	lastGood := map[ktypes.NamespacedName]string{}
 	propagation := r.TargetTLSPropagation
 	if propagation <= 0 {
 		propagation = DefaultTargetTLSPropagation
@@ -74,6 +76,16 @@ func (r *ClusterReconciler) ensureTargetTLS(ctx context.Context, c *gnmicv1alpha
 		_ = json.Unmarshal([]byte(secret.Annotations[targetTLSAddedAnnotation]), &recorded)
 		added := keysAdded(secret, data, now)
 		choice = chooseTargetTLS(wanted, previous, secret.Data, added, now, propagation)
+		// A profile whose CA bundle or client certificate object is gone keeps the files it used while they are
+		// still in the Secret: the last good material, rather than dropping every target of the profile.
+		for profile, why := range missing {
+			if prev := previous[profile.String()]; len(prev) > 0 && usable(prev, prev, secret.Data) {
+				choice.inUse[profile] = prev
+				lastGood[profile] = why
+			} else {
+				heldBack[profile] = why
+			}
+		}
 		// The old files a rotated profile still uses stay, with when they were added, and so do the files the last
 		// configuration every pod accepted names (dropped once a push without them has reached every pod).
 		out := maps.Clone(data)
@@ -114,7 +126,7 @@ func (r *ClusterReconciler) ensureTargetTLS(ctx context.Context, c *gnmicv1alpha
 	for key := range data {
 		current[key] = true
 	}
-	return &deviceTLS{inUse: choice.inUse, heldBack: heldBack, settle: choice.settle, current: current}, nil
+	return &deviceTLS{inUse: choice.inUse, heldBack: heldBack, lastGood: lastGood, settle: choice.settle, current: current}, nil
 }
 
 // deviceTLS is what ensureTargetTLS decided.
@@ -123,6 +135,8 @@ type deviceTLS struct {
 	inUse plan.TargetTLSKeys
 	// heldBack are the profiles whose targets are left out of the push, with why.
 	heldBack map[ktypes.NamespacedName]string
+	// lastGood are the profiles whose TLS object is missing and whose targets keep the files they used, with why.
+	lastGood map[ktypes.NamespacedName]string
 	// settle is when the earliest waiting file is due.
 	settle time.Duration
 	// current are the keys of the profiles' current content.
@@ -299,18 +313,36 @@ func (r *ClusterReconciler) gatherTargetTLS(ctx context.Context, profiles map[kt
 	return data, wanted, heldBack, nil
 }
 
-// setTargetTLSCondition reports the held-back profiles in the Cluster's TargetTLSReady condition.
-func setTargetTLSCondition(c *gnmicv1alpha1.Cluster, heldBack map[ktypes.NamespacedName]string) {
+// setTargetTLSCondition reports the held-back profiles, and those kept on their last good files, in the Cluster's
+// TargetTLSReady condition; a Warning event when a profile starts using its last good files.
+func (r *ClusterReconciler) setTargetTLSCondition(c *gnmicv1alpha1.Cluster, heldBack, lastGood map[ktypes.NamespacedName]string) {
 	cond := metav1.Condition{Type: gnmicv1alpha1.ClusterConditionTargetTLSReady, Status: metav1.ConditionTrue,
 		Reason: gnmicv1alpha1.ReasonTargetTLSInPlace, Message: "every TargetProfile's TLS files are in the collector pods",
 		ObservedGeneration: c.Generation}
+	describe := func(m map[ktypes.NamespacedName]string) string {
+		lines := make([]string, 0, len(m))
+		for _, k := range slices.SortedFunc(maps.Keys(m), func(a, b ktypes.NamespacedName) int { return strings.Compare(a.String(), b.String()) }) {
+			lines = append(lines, "TargetProfile/"+k.Name+": "+m[k])
+		}
+		return strings.Join(lines, "; ")
+	}
+	var parts []string
 	if len(heldBack) > 0 {
 		cond.Status, cond.Reason = metav1.ConditionFalse, gnmicv1alpha1.ReasonTargetTLSHeldBack
-		lines := make([]string, 0, len(heldBack))
-		for _, k := range slices.SortedFunc(maps.Keys(heldBack), func(a, b ktypes.NamespacedName) int { return strings.Compare(a.String(), b.String()) }) {
-			lines = append(lines, "TargetProfile/"+k.Name+": "+heldBack[k])
+		parts = append(parts, "targets of these profiles are not pushed: "+describe(heldBack))
+	}
+	if len(lastGood) > 0 {
+		if cond.Status == metav1.ConditionTrue {
+			cond.Status, cond.Reason = metav1.ConditionFalse, gnmicv1alpha1.ReasonTargetTLSLastGood
 		}
-		cond.Message = "targets of these profiles are not pushed: " + strings.Join(lines, "; ")
+		msg := "targets of these profiles keep their last good TLS files: " + describe(lastGood)
+		parts = append(parts, msg)
+		if old := meta.FindStatusCondition(c.Status.Conditions, cond.Type); old == nil || !strings.Contains(old.Message, msg) {
+			r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, gnmicv1alpha1.ReasonTargetTLSLastGood, "Push", msg)
+		}
+	}
+	if len(parts) > 0 {
+		cond.Message = strings.Join(parts, "; ")
 	}
 	meta.SetStatusCondition(&c.Status.Conditions, cond)
 }

@@ -36,6 +36,9 @@ type leafKind struct {
 	cmUsages []string
 	// needCA: the operator trusts the issuing CA (the REST API), so the Secret must carry ca.crt.
 	needCA bool
+	// readPerDial: gNMIc reads the files on every connection it opens (the client certificate it presents to
+	// devices: TargetConfig.NewTLSConfig, v0.47), so a renewal reaches it through the mounted Secret without a roll.
+	readPerDial bool
 }
 
 var (
@@ -44,11 +47,12 @@ var (
 	tunnelLeaf = leafKind{purpose: "tunnel", what: "gRPC tunnel server", mountPath: "/etc/gnmic/tunnel-tls",
 		usage: x509.ExtKeyUsageServerAuth, cmUsages: []string{"server auth", "digital signature"}}
 	clientLeaf = leafKind{purpose: "client", what: "client", mountPath: "/etc/gnmic/client-tls",
-		usage: x509.ExtKeyUsageClientAuth, cmUsages: []string{"client auth", "digital signature"}}
+		usage: x509.ExtKeyUsageClientAuth, cmUsages: []string{"client auth", "digital signature"}, readPerDial: true}
 )
 
-// annotation carries the certificate's fingerprint on the pods: a renewal rolls them, since gNMIc reads the
-// certificate files once at start.
+// annotation carries the certificate's fingerprint on the pods: a renewal rolls them (the StatefulSet's rolling
+// update, one pod at a time), since gNMIc reads the REST API's and the tunnel server's certificate files once at
+// start. Not for readPerDial certificates.
 func (k leafKind) annotation() string { return "operator.gnmic.dev/" + k.purpose + "-cert" }
 
 // spec is the Cluster's TLS request for this certificate; nil when not asked for.
@@ -286,7 +290,9 @@ func (r *ClusterReconciler) trustCollectors(t *clusterCerts, c *gnmicv1alpha1.Cl
 // the readiness probe to https when the REST API has one.
 func withCertificates(tpl *corev1.PodTemplateSpec, t *clusterCerts) {
 	for _, l := range t.all() {
-		tpl.Annotations[l.kind.annotation()] = l.fingerprint
+		if !l.kind.readPerDial {
+			tpl.Annotations[l.kind.annotation()] = l.fingerprint
+		}
 		volume := l.kind.purpose + "-tls"
 		tpl.Spec.Volumes = append(tpl.Spec.Volumes, corev1.Volume{Name: volume, VolumeSource: corev1.VolumeSource{
 			Secret: &corev1.SecretVolumeSource{SecretName: l.secretName}}})

@@ -78,6 +78,10 @@ func (r *PipelineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if len(res.Skipped) > 0 && resolved.Status == metav1.ConditionTrue {
 		resolved.Message = fmt.Sprintf("%d targets are not pushed: the Pipeline has no subscription", len(res.Skipped))
 	}
+	if n := len(res.SkippedTunnelTargetPolicies); n > 0 && resolved.Status == metav1.ConditionTrue {
+		resolved.Message = strings.TrimPrefix(resolved.Message+"; ", "every reference resolved; ") +
+			fmt.Sprintf("%d tunnel target policies are not pushed: the Pipeline has no subscription", n)
+	}
 	ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: gnmicv1alpha1.ReasonPipelineReady,
 		Message: fmt.Sprintf("%d targets for Cluster %q", res.Targets, pl.Spec.ClusterRef), ObservedGeneration: pl.Generation}
 	st.Status = gnmicv1alpha1.PipelineStatusActive

@@ -56,7 +56,8 @@ func TestMain(m *testing.M) {
 			gnmic.ClusterControllerName, gnmic.PipelineControllerName, gnmic.CollectorResourceControllerName},
 		Clock: fakeClock,
 		// Cluster mode: collector StatefulSets become Ready through the real controllers, Targets are
-		// garbage-collected with their TargetSource.
-		Cluster: &testenv.ClusterOptions{},
+		// garbage-collected with their TargetSource. CrashLoopStage lets a test make a collector pod unready by
+		// labelling it, as a crashing container would.
+		Cluster: &testenv.ClusterOptions{ExtraStages: []byte(testenv.CrashLoopStage)},
 	}))
 }

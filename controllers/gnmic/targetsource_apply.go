@@ -48,6 +48,8 @@ type converged struct {
 	deleted      int
 	deleteErrors []error
 	guard        string
+	// unnamed is how many invalid devices had no name (they hold deletions: GuardInvalidDevices).
+	unnamed int
 }
 
 func controllerUID(o metav1.Object) types.UID {
@@ -110,7 +112,7 @@ func applyObject(ts *gnmicv1alpha1.TargetSource, d *targetsource.Desired) *unstr
 // converge applies the plan: creates and updates what differs from the cache, leaves Targets it does not own
 // alone, and deletes managed Targets no longer wanted unless a prune guard holds.
 func (r *TargetSourceReconciler) converge(ctx context.Context, ts *gnmicv1alpha1.TargetSource, plan *targetsource.Plan,
-	guardIn targetsource.GuardInput) (converged, error) {
+	guardIn targetsource.GuardInput, keep map[string]bool) (converged, error) {
 	owned := &gnmicv1alpha1.TargetList{}
 	if err := r.List(ctx, owned, client.InNamespace(ts.Namespace),
 		client.MatchingFields{targetControllerUIDField: string(ts.UID)}, client.UnsafeDisableDeepCopy); err != nil {
@@ -155,9 +157,14 @@ func (r *TargetSourceReconciler) converge(ctx context.Context, ts *gnmicv1alpha1
 
 	var stale []*gnmicv1alpha1.Target
 	for _, t := range owned.Items {
-		if !wanted[t.Name] && isManaged(&t, ts) {
-			stale = append(stale, &t)
+		if wanted[t.Name] || !isManaged(&t, ts) {
+			continue
 		}
+		if keep[t.Name] {
+			out.managedAfter++ // an invalid device the inventory still lists keeps its Target
+			continue
+		}
+		stale = append(stale, &t)
 	}
 	for _, d := range plan.Targets {
 		if _, failed := out.applyErrors[d.Name]; !failed && !contains(out.conflicted, d.Name) {
@@ -165,6 +172,7 @@ func (r *TargetSourceReconciler) converge(ctx context.Context, ts *gnmicv1alpha1
 		}
 	}
 	guardIn.Managed, guardIn.Deletions = out.managedBefore, len(stale)
+	out.unnamed = guardIn.Unnamed
 	out.guard = targetsource.PruneGuard(guardIn)
 	if out.guard != "" {
 		out.managedAfter += len(stale)

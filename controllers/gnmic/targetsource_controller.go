@@ -43,6 +43,9 @@ type TargetSourceReconciler struct {
 	// WriteQPS is the rate limit of the client the Target writes go through; it sizes the write budget of a run
 	// (0: client-go's default).
 	WriteQPS float64
+	// WriteSharers is how many runs may write at once through Writer (the controller's MaxConcurrentReconciles):
+	// they share WriteQPS, and each run's write budget is sized for its share (0 or 1: alone).
+	WriteSharers int
 	// Clock and Rand are injectable for tests; nil uses the real clock and math/rand.
 	Clock clock.PassiveClock
 	Rand  func() float64
@@ -149,14 +152,16 @@ func (r *TargetSourceReconciler) run(ctx context.Context, ts *gnmicv1alpha1.Targ
 	}
 	// Every wanted Target may be applied and every managed one deleted: that bounds the writes.
 	writeCtx, cancelWrites := context.WithTimeout(ctx,
-		targetsource.WriteBudget(len(o.plan.Targets)+int(ts.Status.Managed), r.WriteQPS))
+		targetsource.SharedWriteBudget(len(o.plan.Targets)+int(ts.Status.Managed), r.WriteQPS, r.WriteSharers))
 	defer cancelWrites()
+	invalid := append(append([]targetsource.Failure{}, f.failures...), o.plan.Failures...)
 	c, err := r.converge(writeCtx, ts, &o.plan, targetsource.GuardInput{
 		Truncated:        f.truncated,
 		Discovered:       len(f.devices) + len(f.failures),
 		AllowEmptySource: ts.Spec.Prune.AllowEmptySource,
 		MaxDeleteRatio:   int(ptrOr(ts.Spec.Prune.MaxDeleteRatio, 50)),
-	})
+		Unnamed:          targetsource.Unnamed(invalid),
+	}, targetsource.KeptTargets(ts.Name, invalid))
 	o.converged = c
 	if err != nil {
 		o.result, o.reason, o.message, o.err = syncResultFailure, gnmicv1alpha1.ReasonApplyFailed, err.Error(), err
@@ -175,8 +180,10 @@ func (r *TargetSourceReconciler) run(ctx context.Context, ts *gnmicv1alpha1.Targ
 		o.message = guardMessage(c, f)
 	default:
 		o.result, o.reason = syncResultSuccess, gnmicv1alpha1.ReasonSucceeded
+		// Invalid devices keep their Targets and set Degraded (recordCounters); retrying sooner would not help:
+		// the inventory's data or the mapping must change.
 		o.message = fmt.Sprintf("%d Targets managed, %d written, %d pruned, %d invalid devices",
-			c.managedAfter, c.applied, c.deleted, len(f.failures)+len(o.plan.Failures))
+			c.managedAfter, c.applied, c.deleted, len(invalid))
 	}
 	return o
 }
@@ -185,6 +192,9 @@ func guardMessage(c converged, f fetched) string {
 	switch c.guard {
 	case targetsource.GuardTruncated:
 		return "deletions held: the source's answer is incomplete: " + f.truncatedReason
+	case targetsource.GuardInvalidDevices:
+		return fmt.Sprintf("deletions held: %d invalid devices have no name, and any Target about to be deleted may be one of them",
+			c.unnamed)
 	case targetsource.GuardEmptySource:
 		return fmt.Sprintf("deletions held: the source returned no devices and prune.allowEmptySource is false (%d managed)", c.managedBefore)
 	}
@@ -288,6 +298,12 @@ func (r *TargetSourceReconciler) recordCounters(ts *gnmicv1alpha1.TargetSource, 
 		} else {
 			meta.RemoveStatusCondition(&st.Conditions, gnmicv1alpha1.TargetSourceConditionConflicted)
 		}
+	}
+	if st.Invalid > 0 {
+		r.setCondition(ts, gnmicv1alpha1.TargetSourceConditionDegraded, metav1.ConditionTrue, gnmicv1alpha1.ReasonInvalidDevices,
+			fmt.Sprintf("%d devices could not become Targets (see status.failedDevices); their existing Targets are kept", st.Invalid))
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, gnmicv1alpha1.TargetSourceConditionDegraded)
 	}
 	for state, n := range map[string]int32{"managed": st.Managed, "invalid": st.Invalid, "conflicted": st.Conflicted} {
 		targetSourceTargets.WithLabelValues(ts.Namespace, ts.Name, state).Set(float64(n))

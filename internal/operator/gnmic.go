@@ -60,7 +60,9 @@ func gnmicControllers() []Controller {
 					// Inventories are external sources like fleet's: one guard, one --external-source-allow-cidrs.
 					Guard:    d.Fleet.guard(),
 					WriteQPS: float64(mgr.GetConfig().QPS),
-					Clock:    d.Clock,
+					// Concurrent runs share the writer's rate limiter: each budget is sized for its share.
+					WriteSharers: d.Concurrency[gnmiccontrollers.TargetSourceControllerName],
+					Clock:        d.Clock,
 				}
 				if err := r.SetupWithManager(ctx, mgr, d.options(gnmiccontrollers.TargetSourceControllerName)); err != nil {
 					return err

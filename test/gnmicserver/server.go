@@ -183,6 +183,15 @@ func (s *Server) SetFault(f Fault) {
 	s.fault = f
 }
 
+// Wipe forgets the whole configuration without closing any stream, as a collector that restarted empty while
+// the operator's stream was reconnected unnoticed; the state store publishes the deletions.
+func (s *Server) Wipe() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.config = emptyConfig()
+	s.syncStatesLocked()
+}
+
 // DropStreams ends every open SSE stream, as a collector restart or a broken connection would.
 func (s *Server) DropStreams() {
 	s.mu.Lock()
@@ -337,8 +346,9 @@ func readBody(r *http.Request) (io.Reader, func(), error) {
 	return gz, func() { _ = gz.Close() }, nil
 }
 
-// validateApply holds gNMIc's rules for an apply request.
-func validateApply(req *ApplyRequest) error {
+// ValidateApply holds gNMIc's rules for an apply request (v0.47 pkg/collector/api/server, validateApplyRequest):
+// the collector answers 400 "validate error: <rule>" to a body breaking one, and applies nothing of it.
+func ValidateApply(req *ApplyRequest) error {
 	if len(req.Targets) > 0 && len(req.Subscriptions) == 0 {
 		return errors.New("if targets are provided, at least one subscription is required")
 	}
@@ -364,7 +374,7 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := decoded.Request
-	if err := validateApply(&req); err != nil {
+	if err := ValidateApply(&req); err != nil {
 		writeErrors(w, http.StatusBadRequest, "validate error: "+err.Error())
 		return
 	}

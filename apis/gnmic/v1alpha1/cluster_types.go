@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +32,10 @@ const (
 	// HTTP (no spec.api.tls) and some TargetProfile names credentials: plans are pushed without them, since
 	// anything on the pod network could read them. Absent otherwise.
 	ClusterConditionCredentialsWithheld = "CredentialsWithheld"
+	// ClusterConditionCredentialsMissing is True (reason CredentialsSecretNotFound, with a Warning event) while
+	// some TargetProfile's credentialsRef names a Secret that does not exist: its targets are held back (left out
+	// of the push) rather than pushed without credentials. Absent otherwise.
+	ClusterConditionCredentialsMissing = "CredentialsMissing"
 
 	ReasonClusterReady          = "ClusterReady"
 	ReasonFeaturesSupported     = "FeaturesSupported"
@@ -45,7 +50,11 @@ const (
 	ReasonCertificatesFailed    = "CertificatesFailed"
 	ReasonTargetTLSInPlace      = "TargetTLSInPlace"
 	ReasonTargetTLSHeldBack     = "TargetTLSHeldBack"
-	ReasonPlaintextAPI          = "PlaintextAPI"
+	// ReasonTargetTLSLastGood: a TargetProfile's CA bundle or client certificate object is gone, and its targets
+	// keep the last good files (still in the target-tls Secret) until it is back.
+	ReasonTargetTLSLastGood        = "LastGoodTLSInUse"
+	ReasonCredentialsSecretMissing = "CredentialsSecretNotFound"
+	ReasonPlaintextAPI             = "PlaintextAPI"
 	// ReasonCertificatePending: a cert-manager Certificate's Secret is not written (or not for the requested
 	// names) yet; the operator deploys and pushes nothing until it is.
 	ReasonCertificatePending = "CertificatePending"
@@ -149,6 +158,52 @@ type TargetDistribution struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	PodCapacity *int32 `json:"podCapacity,omitempty"`
+	// UnreadyGracePeriod is how long a collector pod may stay unready (or missing) before its targets are placed
+	// on the ready pods; they move back, under the same placement rule, once it is ready again. Ready pods get
+	// their plans whatever the state of the others. Default 30s; 0s re-places at once.
+	// +optional
+	UnreadyGracePeriod *metav1.Duration `json:"unreadyGracePeriod,omitempty"`
+}
+
+// DefaultUnreadyGracePeriod is spec.targetDistribution.unreadyGracePeriod when unset.
+const DefaultUnreadyGracePeriod = 30 * time.Second
+
+// UnreadyGracePeriod returns spec.targetDistribution.unreadyGracePeriod with its default.
+func (c *Cluster) UnreadyGracePeriod() time.Duration {
+	if d := c.Spec.TargetDistribution; d != nil && d.UnreadyGracePeriod != nil && d.UnreadyGracePeriod.Duration >= 0 {
+		return d.UnreadyGracePeriod.Duration
+	}
+	return DefaultUnreadyGracePeriod
+}
+
+// States of a collector pod in status.pods.
+const (
+	// CollectorPodConfigured: ready, and its current plan was applied.
+	CollectorPodConfigured = "Configured"
+	// CollectorPodApplyFailed: ready, but its last apply failed (message says why); retried.
+	CollectorPodApplyFailed = "ApplyFailed"
+	// CollectorPodUnready: not ready (or missing) within the grace period; its targets wait for it.
+	CollectorPodUnready = "Unready"
+	// CollectorPodEvacuated: unready past the grace period; its targets are placed on the ready pods.
+	CollectorPodEvacuated = "Evacuated"
+)
+
+// CollectorPodStatus is what the operator knows of one collector pod.
+type CollectorPodStatus struct {
+	// Name of the pod (gnmic-<cluster>-<index>).
+	Name string `json:"name"`
+	// Ready is the pod's Ready condition.
+	Ready bool `json:"ready"`
+	// State is Configured, ApplyFailed, Unready or Evacuated.
+	State string `json:"state"`
+	// Targets is how many targets are placed on the pod.
+	Targets int32 `json:"targets"`
+	// UnreadySince is when the pod was last seen turning unready (or missing); absent while ready.
+	// +optional
+	UnreadySince *metav1.Time `json:"unreadySince,omitempty"`
+	// Message says why an apply failed.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // UID assignment policies of the collector pods.
@@ -290,6 +345,15 @@ type ClusterStatus struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Outputs"
 	// +optional
 	OutputsCount int32 `json:"outputsCount"`
+	// TargetsNotCollected is how many placed or unassigned targets no ready, configured pod collects right now
+	// (on an unready pod within the grace period, on a pod whose apply failed, or fitting nowhere).
+	// +optional
+	TargetsNotCollected int32 `json:"targetsNotCollected"`
+	// Pods is the state of each collector pod, by index.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Pods []CollectorPodStatus `json:"pods,omitempty"`
 	// Conditions: Ready, ConfigApplied, CapacityExhausted, CertificatesReady, FeaturesSupported.
 	// +optional
 	// +listType=map

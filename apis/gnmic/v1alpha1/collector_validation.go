@@ -53,6 +53,10 @@ func ValidateCluster(c *Cluster) field.ErrorList {
 	if d := c.Spec.TargetDistribution; d != nil && d.PodCapacity != nil && *d.PodCapacity < 1 {
 		errs = append(errs, field.Invalid(spec.Child("targetDistribution", "podCapacity"), *d.PodCapacity, "must be at least 1"))
 	}
+	if d := c.Spec.TargetDistribution; d != nil && d.UnreadyGracePeriod != nil && d.UnreadyGracePeriod.Duration < 0 {
+		errs = append(errs, field.Invalid(spec.Child("targetDistribution", "unreadyGracePeriod"), d.UnreadyGracePeriod.Duration.String(),
+			"must not be negative"))
+	}
 	return errs
 }
 

@@ -56,6 +56,8 @@ func TestValidateCluster(t *testing.T) {
 		"tunnel tls with issuer":   {ClusterSpec{Image: "i", GRPCTunnel: &GRPCTunnel{Port: 57401, TLS: issuer}}, nil},
 		"tunnel tls with bundle":   {ClusterSpec{Image: "i", GRPCTunnel: &GRPCTunnel{Port: 57401, TLS: &ClusterTLS{BundleRef: "ca"}}}, []string{"spec.grpcTunnel.tls.bundleRef: Forbidden"}},
 		"capacity zero":            {ClusterSpec{Image: "i", TargetDistribution: &TargetDistribution{PodCapacity: i32(0)}}, []string{"spec.targetDistribution.podCapacity"}},
+		"negative grace period": {ClusterSpec{Image: "i", TargetDistribution: &TargetDistribution{
+			UnreadyGracePeriod: &metav1.Duration{Duration: -time.Second}}}, []string{"spec.targetDistribution.unreadyGracePeriod"}},
 	} {
 		t.Run(name, func(t *testing.T) { expectErrors(t, ValidateCluster(&Cluster{Spec: tc.spec}), tc.want...) })
 	}

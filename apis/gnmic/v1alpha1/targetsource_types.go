@@ -37,6 +37,9 @@ const (
 	TargetSourceConditionReconciling = "Reconciling"
 	TargetSourceConditionStalled     = "Stalled"
 	TargetSourceConditionConflicted  = "Conflicted"
+	// TargetSourceConditionDegraded is True (reason InvalidDevices) while some devices of the inventory could
+	// not become Targets (status.failedDevices); absent otherwise.
+	TargetSourceConditionDegraded = "Degraded"
 )
 
 // TargetSource condition reasons.
@@ -58,6 +61,10 @@ const (
 	ReasonConverged         = "Converged"
 	ReasonRetryScheduled    = "RetryScheduled"
 	ReasonNameConflict      = "NameConflict"
+	// ReasonInvalidDevices: some devices failed mapping or validation (the Degraded condition). Their existing
+	// Targets are kept (a device the inventory still lists is never pruned for it); when an invalid device has no
+	// name, every deletion of the run is held (Ready False with this reason), since it may be any of the Targets.
+	ReasonInvalidDevices = "InvalidDevices"
 )
 
 // TargetSourceSpec says where devices come from and how they become Targets.

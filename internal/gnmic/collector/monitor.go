@@ -34,6 +34,28 @@ type podWatch struct {
 	mu     sync.Mutex
 	states map[string]TargetState
 	known  bool
+	// expected are the targets of the pod's last applied plan (nil: none told yet), since expectedAt.
+	expected   map[string]bool
+	expectedAt time.Time
+}
+
+// Expect tells the monitor which targets a pod was last configured with. A poll at least one interval later that
+// finds the pod holding another set (a collector restarted empty, or a plan lost) calls Dropped, so the pod gets
+// its plan again.
+func (m *Monitor) Expect(cluster types.NamespacedName, pod int, targets []string) {
+	m.mu.Lock()
+	w := m.clusters[cluster][pod]
+	m.mu.Unlock()
+	if w == nil {
+		return
+	}
+	want := make(map[string]bool, len(targets))
+	for _, t := range targets {
+		want[t] = true
+	}
+	w.mu.Lock()
+	w.expected, w.expectedAt = want, time.Now()
+	w.mu.Unlock()
 }
 
 // Ensure makes the monitor follow exactly the given pods (index → base URL) of a cluster.
@@ -62,7 +84,7 @@ func (m *Monitor) Ensure(cluster types.NamespacedName, urls map[int]string) {
 		w := &podWatch{url: url, cancel: cancel, states: map[string]TargetState{}}
 		pods[i] = w
 		go m.stream(ctx, cluster, i, w)
-		go m.poll(ctx, cluster, w)
+		go m.poll(ctx, cluster, i, w)
 	}
 }
 
@@ -160,7 +182,7 @@ func (m *Monitor) stream(ctx context.Context, cluster types.NamespacedName, pod 
 	}
 }
 
-func (m *Monitor) poll(ctx context.Context, cluster types.NamespacedName, w *podWatch) {
+func (m *Monitor) poll(ctx context.Context, cluster types.NamespacedName, pod int, w *podWatch) {
 	interval := m.PollInterval
 	if interval <= 0 {
 		interval = 15 * time.Second
@@ -190,8 +212,15 @@ func (m *Monitor) poll(ctx context.Context, cluster types.NamespacedName, w *pod
 			}
 		}
 		w.states, w.known = states, true
+		stale := w.expected != nil && time.Since(w.expectedAt) >= interval && !sameNames(states, w.expected)
+		if stale {
+			w.expected = nil // told again by the next apply
+		}
 		w.mu.Unlock()
-		if changed {
+		if stale && m.Dropped != nil {
+			m.Dropped(cluster, pod)
+		}
+		if changed || stale {
 			m.changed(cluster)
 		}
 	}
@@ -200,4 +229,16 @@ func (m *Monitor) poll(ctx context.Context, cluster types.NamespacedName, w *pod
 func sameState(a, b TargetState) bool {
 	return a.State == b.State && a.ConnectionState == b.ConnectionState && a.FailedReason == b.FailedReason &&
 		a.LastUpdated.Equal(b.LastUpdated) && maps.Equal(a.Subscriptions, b.Subscriptions)
+}
+
+func sameNames(states map[string]TargetState, want map[string]bool) bool {
+	if len(states) != len(want) {
+		return false
+	}
+	for name := range states {
+		if !want[name] {
+			return false
+		}
+	}
+	return true
 }

@@ -21,6 +21,9 @@ type Input struct {
 	PodCapacity int
 	// Previous maps a target to the pod index it is on now; entries for other targets or pods are ignored.
 	Previous map[string]int
+	// Unavailable lists pod indexes that get no target (a pod unready past the Cluster's grace period): their
+	// targets go where the same rule ranks next, and the default capacity spreads over the other pods only.
+	Unavailable []int
 }
 
 // Result is a placement.
@@ -50,19 +53,36 @@ func Place(in Input) Result {
 		res.Unassigned = targets
 		return res
 	}
+	available := in.Pods
+	down := make([]bool, in.Pods)
+	for _, p := range in.Unavailable {
+		if p >= 0 && p < in.Pods && !down[p] {
+			down[p] = true
+			available--
+		}
+	}
+	if available == 0 {
+		res.Unassigned = targets
+		return res
+	}
 	capacity := in.PodCapacity
 	if capacity <= 0 {
-		capacity = (len(targets) + in.Pods - 1) / in.Pods
+		capacity = (len(targets) + available - 1) / available
 	}
 	res.Capacity = capacity
 	load := make([]int, in.Pods)
+	for p := range down {
+		if down[p] {
+			load[p] = capacity // full: nothing is placed there
+		}
+	}
 
 	// Sticky targets first. When a pod has more sticky targets than room, it keeps those that score highest on
 	// it: the ones plain rendezvous hashing would also put there.
 	sticky := make([][]string, in.Pods)
 	var fresh []string
 	for _, t := range targets {
-		if p, ok := in.Previous[t]; ok && p >= 0 && p < in.Pods {
+		if p, ok := in.Previous[t]; ok && p >= 0 && p < in.Pods && !down[p] {
 			sticky[p] = append(sticky[p], t)
 		} else {
 			fresh = append(fresh, t)

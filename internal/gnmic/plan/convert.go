@@ -3,6 +3,7 @@ package plan
 import (
 	"encoding/json"
 	"fmt"
+	"path"
 	"strings"
 	"time"
 
@@ -120,9 +121,16 @@ func undeliverable(sub *gnmicv1alpha1.Subscription) string {
 }
 
 // outputConfig is the output's config object with its type and, for service-resolved outputs, the address.
+// OutputDataDir is the collectors' writable directory (an emptyDir; the root filesystem is read-only): file
+// outputs with a relative filename write there.
+const OutputDataDir = "/var/lib/gnmic"
+
 func outputConfig(o *gnmicv1alpha1.Output, address string) map[string]any {
 	cfg := configMap(o.Spec.Config)
 	cfg["type"] = string(o.Spec.Type)
+	if name, ok := cfg["filename"].(string); ok && o.Spec.Type == gnmicv1alpha1.OutputFile && name != "" && !path.IsAbs(name) {
+		cfg["filename"] = path.Join(OutputDataDir, name)
+	}
 	if key, _, ok := gnmicv1alpha1.OutputAddressKey(o.Spec.Type); ok && address != "" {
 		cfg[key] = address
 	}

@@ -56,6 +56,12 @@ type Snapshot struct {
 	Profiles map[ktypes.NamespacedName]*gnmicv1alpha1.TargetProfile
 	// Credentials holds the data of each credentials Secret by namespace/name.
 	Credentials map[ktypes.NamespacedName]map[string][]byte
+	// PrometheusPorts are the ports prometheus output instances (by gNMIc output name) were given before, read
+	// back from their Services: kept while free, so a new output never shifts the others.
+	PrometheusPorts map[string]int32
+	// CredentialsMissing are the TargetProfiles whose credentials Secret does not exist, with why: the
+	// controller holds their targets back (HeldBack) instead of pushing them without credentials.
+	CredentialsMissing map[ktypes.NamespacedName]string
 	// CredentialsWithheld names the TargetProfiles whose credentials were left out of Credentials because the
 	// collectors' API is plain HTTP.
 	CredentialsWithheld []string
@@ -111,6 +117,10 @@ type PipelineResult struct {
 	Missing []string
 	// Skipped lists target names left out because they have no subscription.
 	Skipped []string
+	// SkippedTunnelTargetPolicies lists the TunnelTargetPolicies ("ns/name") left out because the Pipeline
+	// resolves no subscription: gNMIc would give their devices every subscription it knows (other Pipelines'),
+	// and refuses matches in a payload without any subscription.
+	SkippedTunnelTargetPolicies []string
 	// NoOutputs is set when the Pipeline resolves no Output: it then collects nothing, since gNMIc would write
 	// its targets' data to every output of the collector.
 	NoOutputs bool
@@ -205,7 +215,6 @@ func Build(s Snapshot) *Plan {
 	}
 	targetSubs := map[string]map[string]bool{}
 	targetOuts := map[string]map[string]bool{}
-	targetTags := map[string]map[string]string{}
 	targetObjs := map[string]*gnmicv1alpha1.Target{}
 	prom := map[string]PrometheusOutput{}
 	for _, r := range all {
@@ -254,6 +263,11 @@ func Build(s Snapshot) *Plan {
 		}
 		for _, tp := range r.ttps {
 			name := Name(tp.Namespace, tp.Name)
+			if len(r.subNames) == 0 {
+				// A tunnel match travels only with its own Pipeline's subscriptions and outputs.
+				res.SkippedTunnelTargetPolicies = appendNew(res.SkippedTunnelTargetPolicies, name)
+				continue
+			}
 			m := p.Config.TunnelTargetMatches[name]
 			if m == nil {
 				m = &TunnelTargetMatch{}
@@ -293,13 +307,10 @@ func Build(s Snapshot) *Plan {
 			targetObjs[name] = t
 			addAll(targetSubs, name, r.subNames)
 			addAll(targetOuts, name, r.outNames)
-			if targetTags[name] == nil {
-				targetTags[name] = map[string]string{}
-			}
-			maps.Copy(targetTags[name], pl.Spec.Labels)
 		}
 		sort.Strings(res.Missing)
 	}
+	addPipelineLabels(p, all)
 	for name, t := range targetObjs {
 		prof := s.Profiles[ktypes.NamespacedName{Namespace: t.Namespace, Name: t.Spec.Profile}]
 		cfg := s.targetConfig(prof)
@@ -307,18 +318,12 @@ func Build(s Snapshot) *Plan {
 		cfg.Subscriptions = slices.Sorted(maps.Keys(targetSubs[name]))
 		// The union of the target's outputs; routing itself is per subscription, which overrides it.
 		cfg.Outputs = slices.Sorted(maps.Keys(targetOuts[name]))
-		if tags := targetTags[name]; len(tags) > 0 {
-			if cfg.EventTags == nil {
-				cfg.EventTags = map[string]string{}
-			}
-			maps.Copy(cfg.EventTags, tags)
-		}
 		p.Config.Targets[name] = &cfg
 	}
 	for _, name := range slices.Sorted(maps.Keys(prom)) {
 		p.PrometheusOutputs = append(p.PrometheusOutputs, prom[name])
 	}
-	p.assignPrometheusPorts(s.ReservedPorts)
+	p.assignPrometheusPorts(s.ReservedPorts, s.PrometheusPorts)
 	return p
 }
 

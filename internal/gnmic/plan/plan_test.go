@@ -151,10 +151,12 @@ func TestBuildTargetConfigUsesGNMIcFieldsAndCredentials(t *testing.T) {
 		"name": "lab/r1", "address": "r1:57400", "username": "admin", "password": "secret",
 		"timeout": 5000000000, "retry-timer": 2000000000, "insecure": true, "encoding": "json_ietf",
 		"subscriptions": ["lab/a/ifaces", "lab/b/bgp"], "outputs": ["lab/prom"],
-		"event-tags": {"site": "lab", "pipeline": "a"}
+		"event-tags": {"site": "lab"}
 	}`))
 	g.Expect(p.PrometheusOutputs).To(Equal([]PrometheusOutput{{Name: "lab/prom", Output: ktypes.NamespacedName{Namespace: "lab", Name: "prom"}, Port: 9804}}))
-	g.Expect(p.Config.Outputs["lab/prom"]).To(Equal(map[string]any{"type": "prometheus", "listen": ":9804"}))
+	// Pipeline a's labels tag only a's data (TestPipelineLabelsStayOnTheirPipelinesDataPath).
+	g.Expect(p.Config.Outputs["lab/prom"]).To(Equal(map[string]any{"type": "prometheus", "listen": ":9804",
+		"event-processors": []string{"lab/a/labels"}}))
 
 	subData, err := json.Marshal(p.Config.Subscriptions["lab/a/ifaces"])
 	g.Expect(err).NotTo(HaveOccurred())

@@ -15,7 +15,10 @@ const DefaultPrometheusPort = 9804
 // A port the Output's config chooses is kept while free (the first instance by name keeps a contested one);
 // every other instance gets the lowest free port from 9804 up, keeping the host part of its listen address. The
 // chosen listen address is written into the output's config and the port recorded for its Service.
-func (p *Plan) assignPrometheusPorts(reserved []int32) {
+//
+// An instance without a port of its own keeps the one it had before (previous, by output name) while that is free,
+// so an output appearing, even one whose name sorts first, never moves the others' listeners.
+func (p *Plan) assignPrometheusPorts(reserved []int32, previous map[string]int32) {
 	taken := map[int32]bool{}
 	for _, r := range reserved {
 		taken[r] = true
@@ -32,8 +35,20 @@ func (p *Plan) assignPrometheusPorts(reserved []int32) {
 		}
 		rest = append(rest, i)
 	}
-	next := int32(DefaultPrometheusPort)
+	var fresh []int
 	for _, i := range rest {
+		po := &p.PrometheusOutputs[i]
+		if port, ok := previous[po.Name]; ok && port > 0 && !taken[port] {
+			taken[port] = true
+			host, _, _ := splitListen(p.Config.Outputs[po.Name]["listen"])
+			po.Port = port
+			p.Config.Outputs[po.Name]["listen"] = fmt.Sprintf("%s:%d", host, port)
+			continue
+		}
+		fresh = append(fresh, i)
+	}
+	next := int32(DefaultPrometheusPort)
+	for _, i := range fresh {
 		po := &p.PrometheusOutputs[i]
 		for taken[next] {
 			next++

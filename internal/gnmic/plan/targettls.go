@@ -24,7 +24,22 @@ const (
 // TargetTLSFile is the key (and file name) of one PEM of a profile when the snapshot names no versioned key
 // (TargetTLSKey) for it: namespace and name cannot contain "_", so keys of different profiles never collide.
 func TargetTLSFile(namespace, profile, file string) string {
-	return namespace + "_" + profile + "_" + file
+	return profileKeyPrefix(namespace, profile, len(file)+1) + "_" + file
+}
+
+// maxSecretKey is the longest key a Secret holds.
+const maxSecretKey = 253
+
+// profileKeyPrefix is "namespace_profile" when the key it starts (with suffix more characters) fits in a Secret
+// key; else it is cut and ends with 12 hex of a digest of namespace/profile, so keys stay distinct and valid.
+func profileKeyPrefix(namespace, profile string, suffix int) string {
+	prefix := namespace + "_" + profile
+	if len(prefix)+suffix <= maxSecretKey {
+		return prefix
+	}
+	sum := sha256.Sum256([]byte(namespace + "/" + profile))
+	tail := "-" + hex.EncodeToString(sum[:6])
+	return prefix[:maxSecretKey-suffix-len(tail)] + tail
 }
 
 // TargetTLSKey is the key (and file name) of one PEM of a profile with a digest of its content in the name: new
@@ -33,7 +48,8 @@ func TargetTLSFile(namespace, profile, file string) string {
 // changed path is a changed target, which the collector re-applies with the new files.
 func TargetTLSKey(namespace, profile, file string, pem []byte) string {
 	sum := sha256.Sum256(pem)
-	return namespace + "_" + profile + "_" + hex.EncodeToString(sum[:6]) + "_" + file
+	rest := "_" + hex.EncodeToString(sum[:6]) + "_" + file
+	return profileKeyPrefix(namespace, profile, len(rest)) + rest
 }
 
 // TargetTLSKeys are the keys of the target-tls Secret the collectors use for each profile: profile → file

@@ -169,6 +169,7 @@ func decodeAsGNMIc(g Gomega, p *Plan) *gnmicserver.Decoded {
 	g.ExpectWithOffset(2, err).NotTo(HaveOccurred(), "the collector refuses the body:\n%s", body)
 	g.ExpectWithOffset(2, d.Unused).To(BeEmpty(), "keys the collector drops")
 	g.ExpectWithOffset(2, d.PluginErrors).To(BeEmpty(), "configs the collector's plugins refuse")
+	g.ExpectWithOffset(2, gnmicserver.ValidateApply(&d.Request)).To(Succeed(), "the collector answers 400 to:\n%s", body)
 	return d
 }
 
@@ -369,10 +370,13 @@ func TestEveryMappedFieldSurvivesTheCollectorDecoder(t *testing.T) {
 	}
 }
 
+// Pipeline labels reach the collector as an event-add-tag processor gNMIc decodes without dropping a key (see
+// TestPipelineLabelsStayOnTheirPipelinesDataPath for where they apply).
 func TestPipelineLabelsBecomeEventTags(t *testing.T) {
 	g := NewWithT(t)
 	s := wireSnapshot()
 	s.Pipelines[0].Spec.Labels = map[string]string{"pipeline": "core"}
 	req, _ := pushThroughGNMIc(g, s)
-	g.Expect(req.Targets["lab/r1"].EventTags).To(HaveKeyWithValue("pipeline", "core"))
+	name := s.Pipelines[0].Namespace + "/" + s.Pipelines[0].Name + "/labels"
+	g.Expect(req.Processors[name]).To(HaveKeyWithValue("event-add-tag", HaveKeyWithValue("add", HaveKeyWithValue("pipeline", "core"))))
 }

@@ -18,3 +18,14 @@ func WriteBudget(writes int, qps float64) time.Duration {
 	}
 	return writeBudgetFloor + time.Duration(2*float64(writes)/qps*float64(time.Second))
 }
+
+// SharedWriteBudget is WriteBudget for a run whose writes share the writer's rate limiter with up to sharers-1
+// other runs at once (the controller's --targetsource-concurrency): the limiter serves their writes interleaved,
+// so in the worst case this run writes at qps/sharers, and its budget is sized for that share. A run alone finishes
+// early; the budget is a deadline, not a wait.
+func SharedWriteBudget(writes int, qps float64, sharers int) time.Duration {
+	if qps <= 0 {
+		qps = clientGoDefaultQPS
+	}
+	return WriteBudget(writes, qps/float64(max(sharers, 1)))
+}

@@ -39,3 +39,16 @@ func TestEffectiveTimeoutIsTheFetchBudget(t *testing.T) {
 	g.Expect(EffectiveTimeout(10*time.Minute, 5*time.Minute)).To(Equal(5 * time.Minute))
 	g.Expect(WriteBudget(10000, 50)).To(BeNumerically(">", EffectiveTimeout(time.Minute, 5*time.Minute)))
 }
+
+// Concurrent runs share one writer and its rate limiter: four 10,000-device syncs at 50 QPS each write at about
+// 12.5 QPS, so each run's budget must cover its writes at its share of the rate, or every one of them times out
+// and converges only through backed-off retries.
+func TestSharedWriteBudgetCoversEachRunsShare(t *testing.T) {
+	g := NewWithT(t)
+	alone := SharedWriteBudget(10000, 50, 1)
+	g.Expect(alone).To(Equal(WriteBudget(10000, 50)))
+	shared := SharedWriteBudget(10000, 50, 4)
+	g.Expect(shared).To(BeNumerically(">=", 4*10000/50*time.Second), "the time the limiter needs for four runs' writes")
+	g.Expect(shared).To(BeNumerically("<=", 30*time.Minute))
+	g.Expect(SharedWriteBudget(100, 0, 0)).To(Equal(WriteBudget(100, 0)), "unset values keep their defaults")
+}

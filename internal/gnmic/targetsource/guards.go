@@ -14,6 +14,9 @@ type GuardInput struct {
 	Managed int
 	// Deletions is how many of them the run would delete.
 	Deletions int
+	// Unnamed is how many invalid devices have no name (not an object, no name, name mapping failed): any
+	// Target about to be deleted may be one of them.
+	Unnamed int
 }
 
 // Guard reasons, equal to the condition reasons.
@@ -21,10 +24,12 @@ const (
 	GuardTruncated   = "Truncated"
 	GuardEmptySource = "EmptySource"
 	GuardPruneGuard  = "PruneGuard"
+	// GuardInvalidDevices holds deletions while an invalid device has no name (equal to ReasonInvalidDevices).
+	GuardInvalidDevices = "InvalidDevices"
 )
 
 // PruneGuard returns the guard that holds the run's deletions, or "" when they may proceed. Guards apply only
-// when the run would delete, and are checked in order: Truncated, EmptySource, PruneGuard (a strict inequality:
+// when the run would delete, and are checked in order: Truncated, InvalidDevices, EmptySource, PruneGuard (a strict inequality:
 // deleting exactly maxDeleteRatio percent is allowed).
 func PruneGuard(in GuardInput) string {
 	if in.Deletions == 0 {
@@ -33,10 +38,36 @@ func PruneGuard(in GuardInput) string {
 	switch {
 	case in.Truncated:
 		return GuardTruncated
+	case in.Unnamed > 0:
+		return GuardInvalidDevices
 	case in.Discovered == 0 && !in.AllowEmptySource:
 		return GuardEmptySource
 	case in.MaxDeleteRatio < 100 && in.Managed > 0 && in.Deletions*100 > in.MaxDeleteRatio*in.Managed:
 		return GuardPruneGuard
 	}
 	return ""
+}
+
+// KeptTargets returns the Target names of the invalid devices that have a name: the inventory still lists them,
+// so their Targets are kept as they are (never deleted for a mapping error). Duplicates are left out: their name
+// belongs to the device that won it.
+func KeptTargets(source string, failures []Failure) map[string]bool {
+	keep := map[string]bool{}
+	for _, f := range failures {
+		if f.Name != "" && f.Reason != ReasonDuplicateName {
+			keep[TargetName(source, f.Name)] = true
+		}
+	}
+	return keep
+}
+
+// Unnamed counts the invalid devices without a name.
+func Unnamed(failures []Failure) int {
+	n := 0
+	for _, f := range failures {
+		if f.Name == "" {
+			n++
+		}
+	}
+	return n
 }

@@ -289,10 +289,16 @@ func requestRun(ctx context.Context, b *testing.B, c client.Client, after *metav
 
 // waitSync polls until a run that ended after `after` is Ready with `managed` Targets, and returns its time.
 func waitSync(ctx context.Context, b *testing.B, c client.Client, after *metav1.Time, managed int32) *metav1.Time {
+	return waitSyncOf(ctx, b, c, "bench", after, managed)
+}
+
+// waitSyncOf waits for a run of the TargetSource controller/<name> after the given time to end Ready with the given
+// number of managed Targets; a failed run fails the benchmark.
+func waitSyncOf(ctx context.Context, b *testing.B, c client.Client, name string, after *metav1.Time, managed int32) *metav1.Time {
 	deadline := time.Now().Add(30 * time.Minute)
 	for time.Now().Before(deadline) {
 		ts := &gnmicv1alpha1.TargetSource{}
-		must(b, c.Get(ctx, types.NamespacedName{Namespace: "controller", Name: "bench"}, ts))
+		must(b, c.Get(ctx, types.NamespacedName{Namespace: "controller", Name: name}, ts))
 		st := ts.Status
 		if st.LastSyncTime != nil && (after == nil || st.LastSyncTime.After(after.Time)) {
 			if meta.IsStatusConditionTrue(st.Conditions, gnmicv1alpha1.TargetSourceConditionReady) && st.Managed == managed {
