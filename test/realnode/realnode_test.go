@@ -68,7 +68,8 @@ func probePod(ns, name string, labels map[string]string) *corev1.Pod {
 func runPod(t *testing.T, pod *corev1.Pod) *corev1.Pod {
 	t.Helper()
 	g := NewWithT(t)
-	g.Expect(env.Client.Create(context.Background(), pod)).To(Succeed())
+	// Admission refuses pods until the controller-manager has made the namespace's default ServiceAccount.
+	g.Eventually(func() error { return env.Client.Create(context.Background(), pod.DeepCopy()) }).Should(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(pod), pod)).To(Succeed())
 		g.Expect(pod.Spec.NodeName).To(Equal(node.Name))

@@ -1,4 +1,6 @@
 // Module kube-router builds kube-router, whose firewall enforces NetworkPolicies on the real test node.
+// v2.1.0 is the only version the module proxy serves; github.com/docker/docker is raised from its v25.0.3 to v25.0.6
+// (CVE-2024-41110, the AuthZ-plugin bypass reported against the versions before it).
 module github.com/quartet-dev/quartet-operator/hack/tools/kube-router
 
 go 1.26.0
@@ -17,7 +19,7 @@ require (
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/dgryski/go-farm v0.0.0-20200201041132-a6ae2369ad13 // indirect
 	github.com/distribution/reference v0.5.0 // indirect
-	github.com/docker/docker v25.0.3+incompatible // indirect
+	github.com/docker/docker v25.0.6+incompatible // indirect
 	github.com/docker/go-connections v0.5.0 // indirect
 	github.com/docker/go-units v0.5.0 // indirect
 	github.com/eapache/channels v1.1.0 // indirect
