@@ -109,7 +109,11 @@ func Start(ctx context.Context, env *testenv.Env, opts Options) (n *Node, err er
 	if err := n.startNodeAgents(); err != nil {
 		return n, err
 	}
-	return n, n.waitReady(ctx, opts.ReadyTimeout)
+	if err := n.waitReady(ctx, opts.ReadyTimeout); err != nil {
+		return n, err
+	}
+	// kube-router identifies its node by the Node object, so it starts once the kubelet has registered it.
+	return n, n.startFirewall(ctx)
 }
 
 // setUpNetwork makes the bridge with the node's address, routes the Service range onto it (so a ClusterIP that
@@ -246,17 +250,30 @@ func (n *Node) startNodeAgents() error {
 	if err != nil {
 		return err
 	}
-	if err := n.run("kube-proxy", filepath.Join(n.assets, "kube-proxy"), "--config="+proxyCfg, "--v=2"); err != nil {
-		return err
-	}
+	return n.run("kube-proxy", filepath.Join(n.assets, "kube-proxy"), "--config="+proxyCfg, "--v=2")
+}
+
+// startFirewall starts kube-router's NetworkPolicy firewall and waits (a minute at most) until it has hooked its
+// chain into the filter table's FORWARD chain.
+func (n *Node) startFirewall(ctx context.Context) error {
 	routerKubeconfig, err := n.kubeconfig("kube-router")
 	if err != nil {
 		return err
 	}
-	return n.run("kube-router", filepath.Join(n.assets, "kube-router"),
+	if err := n.run("kube-router", filepath.Join(n.assets, "kube-router"),
 		"--run-firewall=true", "--run-router=false", "--run-service-proxy=false", "--enable-cni=false",
 		"--hostname-override="+n.Name, "--kubeconfig="+routerKubeconfig, "--health-port=0", "--metrics-port=0",
-		"--service-cluster-ip-range="+n.serviceCIDR, "--iptables-sync-period=5s", "--v=1")
+		"--service-cluster-ip-range="+n.serviceCIDR, "--iptables-sync-period=5s", "--v=1"); err != nil {
+		return err
+	}
+	var last error
+	if err := n.poll(ctx, time.Minute, func(ctx context.Context) (bool, error) {
+		_, last = run(ctx, "iptables", "-S", "KUBE-ROUTER-FORWARD")
+		return last == nil, nil
+	}); err != nil {
+		return fmt.Errorf("kube-router's firewall did not set up its chains within a minute (last: %v): %w", last, err)
+	}
+	return nil
 }
 
 // poll runs check until it is done, the timeout passes, or one of the node's programs exits (which fails at once,

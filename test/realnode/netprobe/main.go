@@ -20,6 +20,10 @@ import (
 	"time"
 )
 
+// fetchClient opens a new connection for every fetch: a kept-alive connection made before a NetworkPolicy existed
+// stays established, and firewalls (rightly) let established connections through, which would hide the policy.
+var fetchClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
 // Identity is what /whoami answers.
 type Identity struct {
 	UID, GID     int
@@ -56,7 +60,7 @@ func main() {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 		if err == nil {
 			var resp *http.Response
-			if resp, err = http.DefaultClient.Do(req); err == nil {
+			if resp, err = fetchClient.Do(req); err == nil {
 				defer func() { _ = resp.Body.Close() }()
 				body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
 				w.WriteHeader(resp.StatusCode)
