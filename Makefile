@@ -286,8 +286,9 @@ $(KUBE_ROUTER):
 		github.com/cloudnativelabs/kube-router/v2/cmd/kube-router && mv $@.tmp $@
 
 .PHONY: test-realnode
+# One package at a time: the containerd check and the suite both make and remove the node's cgroups and tables.
 test-realnode: envtest realnode ## Run the real-node suite (root; not part of `make test` yet): images built offline, pods on a real kubelet.
-	REALNODE_ASSETS=$(REALNODE_LINKS) go test ./internal/testenv/images/... ./internal/testenv/realnode/... ./test/realnode/... -count=1 -timeout 20m -v
+	REALNODE_ASSETS=$(REALNODE_LINKS) go test -p 1 ./internal/testenv/images/... ./internal/testenv/realnode/... ./test/realnode/... -count=1 -timeout 20m -v
 
 .PHONY: dev
 dev: manifests envtest ## Run a local control plane with the operator and samples; Ctrl-C tears it down (DEV_ARGS=--exit-when-converged: exit once the samples converged).
