@@ -175,7 +175,7 @@ func (n *Node) startContainerd(ctx context.Context, archives []string) error {
 		_, last = n.ctr(ctx, "version")
 		return last == nil, nil
 	}); err != nil {
-		return fmt.Errorf("containerd did not answer within a minute (last: %v): %w", last, err)
+		return fmt.Errorf("containerd did not answer within a minute: %w", errors.Join(err, last))
 	}
 	for _, archive := range archives {
 		if _, err := n.ctr(ctx, "images", "import", archive); err != nil {
@@ -271,7 +271,7 @@ func (n *Node) startFirewall(ctx context.Context) error {
 		_, last = run(ctx, "iptables", "-S", "KUBE-ROUTER-FORWARD")
 		return last == nil, nil
 	}); err != nil {
-		return fmt.Errorf("kube-router's firewall did not set up its chains within a minute (last: %v): %w", last, err)
+		return fmt.Errorf("kube-router's firewall did not set up its chains within a minute: %w", errors.Join(err, last))
 	}
 	return nil
 }
