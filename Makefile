@@ -209,6 +209,91 @@ $(CERT_MANAGER_CRDS_DIR)/.done: $(CONTROLLER_GEN)
 	cd hack/tools/cert-manager && $(CONTROLLER_GEN) crd:maxDescLen=0 paths=github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1 output:crd:dir=$(CERT_MANAGER_CRDS_DIR)
 	@touch $@
 
+##@ Real node
+
+# A real node beside the simulated ones (issue 34): containerd + runc run pods, the CNI bridge gives them addresses
+# inside network namespaces on this machine, the kubelet and kube-proxy (nftables) come from the same k8s.io/kubernetes
+# as the control plane, and kube-router's firewall enforces NetworkPolicies. Every binary is built from Go modules (one
+# wrapper module per project under hack/tools, so their dependency graphs stay apart) into the cache and linked as
+# bin/realnode/<name>; the Debian packages they need at build or run time are installed with apt-get when root.
+RUNC_VERSION := v1.5.3
+CONTAINERD_VERSION := v2.4.2
+CNI_PLUGINS_VERSION := v1.10.0
+KUBE_ROUTER_VERSION := v2.1.0
+RUNC := $(CACHE_DIR)/runc/$(RUNC_VERSION)/runc
+CONTAINERD_DIR := $(CACHE_DIR)/containerd/$(CONTAINERD_VERSION)
+CONTAINERD_BINARIES := containerd containerd-shim-runc-v2 ctr
+CNI_PLUGINS_DIR := $(CACHE_DIR)/cni-plugins/$(CNI_PLUGINS_VERSION)
+CNI_PLUGINS := main/bridge main/loopback ipam/host-local meta/portmap
+KUBE_ROUTER := $(CACHE_DIR)/kube-router/$(KUBE_ROUTER_VERSION)/kube-router
+K8S_NODE_BINARIES := kubelet kube-proxy
+# libseccomp-dev and pkg-config build runc (cgo, seccomp); nftables, iptables (nft backend) and ipset are what
+# kube-proxy and kube-router program at run time; iproute2 makes the bridge and network namespaces.
+REALNODE_DEB_PACKAGES := libseccomp-dev pkg-config nftables iptables ipset iproute2
+REALNODE_LINKS := $(LOCALBIN)/realnode
+
+.PHONY: realnode-deps
+realnode-deps: ## Install the Debian packages the real node needs (apt-get, when root; otherwise say which are missing).
+	@missing=$$(for p in $(REALNODE_DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ]; then echo "installing Debian packages:" $$missing; \
+			DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing || \
+			{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; }; \
+		else echo "the real node needs the Debian packages:" $$missing "(run as root, or apt-get install them)" >&2; exit 1; fi; \
+	fi
+
+.PHONY: realnode
+realnode: realnode-deps $(RUNC) $(addprefix $(CONTAINERD_DIR)/,$(CONTAINERD_BINARIES)) $(CNI_PLUGINS_DIR)/.done $(addprefix $(K8S_DIR)/,$(K8S_NODE_BINARIES)) $(KUBE_ROUTER) ## Build the real node (runc, containerd, CNI plugins, kubelet, kube-proxy, kube-router; cached) and link it as bin/realnode.
+	@mkdir -p $(REALNODE_LINKS)/cni
+	@ln -sfn $(RUNC) $(REALNODE_LINKS)/runc
+	@$(foreach b,$(CONTAINERD_BINARIES),ln -sfn $(CONTAINERD_DIR)/$(b) $(REALNODE_LINKS)/$(b) && ) true
+	@$(foreach b,$(K8S_NODE_BINARIES),ln -sfn $(K8S_DIR)/$(b) $(REALNODE_LINKS)/$(b) && ) true
+	@$(foreach p,$(CNI_PLUGINS),ln -sfn $(CNI_PLUGINS_DIR)/$(notdir $(p)) $(REALNODE_LINKS)/cni/$(notdir $(p)) && ) true
+	@ln -sfn $(KUBE_ROUTER) $(REALNODE_LINKS)/kube-router
+
+# Each build writes a temporary name and renames it, so worktrees sharing the cache can build the same binary at once.
+$(RUNC): | realnode-deps
+	@mkdir -p $(dir $@)
+	@echo "building runc $(RUNC_VERSION) (cgo, seccomp) from hack/tools/runc (cached in $(dir $@))"
+	cd hack/tools/runc && CGO_ENABLED=1 go build -trimpath -tags seccomp -ldflags=-s \
+		-o $@.tmp github.com/opencontainers/runc && mv $@.tmp $@
+
+$(addprefix $(CONTAINERD_DIR)/,$(CONTAINERD_BINARIES)) &:
+	@mkdir -p $(CONTAINERD_DIR)/.tmp
+	@echo "building $(CONTAINERD_BINARIES) $(CONTAINERD_VERSION) from hack/tools/containerd (cached in $(CONTAINERD_DIR))"
+	cd hack/tools/containerd && CGO_ENABLED=0 go build -trimpath \
+		-ldflags="-s -X github.com/containerd/containerd/v2/version.Version=$(CONTAINERD_VERSION)" -o $(CONTAINERD_DIR)/.tmp/ \
+		$(addprefix github.com/containerd/containerd/v2/cmd/,$(CONTAINERD_BINARIES))
+	@$(foreach b,$(CONTAINERD_BINARIES),mv $(CONTAINERD_DIR)/.tmp/$(b) $(CONTAINERD_DIR)/$(b) && ) rmdir $(CONTAINERD_DIR)/.tmp
+
+$(CNI_PLUGINS_DIR)/.done:
+	@mkdir -p $(CNI_PLUGINS_DIR)/.tmp
+	@echo "building the CNI plugins $(notdir $(CNI_PLUGINS)) $(CNI_PLUGINS_VERSION) from hack/tools/cni-plugins (cached in $(CNI_PLUGINS_DIR))"
+	cd hack/tools/cni-plugins && CGO_ENABLED=0 go build -trimpath \
+		-ldflags="-s -X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$(CNI_PLUGINS_VERSION)" \
+		-o $(CNI_PLUGINS_DIR)/.tmp/ $(addprefix github.com/containernetworking/plugins/plugins/,$(CNI_PLUGINS))
+	@$(foreach p,$(CNI_PLUGINS),mv $(CNI_PLUGINS_DIR)/.tmp/$(notdir $(p)) $(CNI_PLUGINS_DIR)/ && ) rmdir $(CNI_PLUGINS_DIR)/.tmp && touch $@
+
+# The kubelet and kube-proxy come from the same wrapper module (and so the same k8s.io/kubernetes) as the control plane,
+# a target of their own so a cache built before they joined gets them.
+$(addprefix $(K8S_DIR)/,$(K8S_NODE_BINARIES)) &:
+	@mkdir -p $(K8S_DIR)/.tmp-node
+	@echo "building $(K8S_NODE_BINARIES) $(K8S_VERSION) from k8s.io/kubernetes (cached in $(K8S_DIR))"
+	cd hack/tools/k8s && CGO_ENABLED=0 go build -trimpath -ldflags="-s $(K8S_VERSION_LDFLAGS)" -o $(K8S_DIR)/.tmp-node/ \
+		$(addprefix k8s.io/kubernetes/cmd/,$(K8S_NODE_BINARIES))
+	@$(foreach b,$(K8S_NODE_BINARIES),mv $(K8S_DIR)/.tmp-node/$(b) $(K8S_DIR)/$(b) && ) rmdir $(K8S_DIR)/.tmp-node
+
+$(KUBE_ROUTER):
+	@mkdir -p $(dir $@)
+	@echo "building kube-router $(KUBE_ROUTER_VERSION) from hack/tools/kube-router (cached in $(dir $@))"
+	cd hack/tools/kube-router && CGO_ENABLED=0 go build -trimpath -ldflags="-s" -o $@.tmp \
+		github.com/cloudnativelabs/kube-router/v2/cmd/kube-router && mv $@.tmp $@
+
+.PHONY: test-realnode
+# One package at a time: the containerd check and the suite both make and remove the node's cgroups and tables.
+test-realnode: envtest realnode ## Run the real-node suite (root; not part of `make test` yet): images built offline, pods on a real kubelet.
+	REALNODE_ASSETS=$(REALNODE_LINKS) go test -p 1 ./internal/testenv/images/... ./internal/testenv/realnode/... ./test/realnode/... -count=1 -timeout 20m -v
+
 .PHONY: dev
 dev: manifests envtest ## Run a local control plane with the operator and samples; Ctrl-C tears it down (DEV_ARGS=--exit-when-converged: exit once the samples converged).
 	go run ./hack/dev $(DEV_ARGS)

@@ -37,6 +37,9 @@ type ClusterOptions struct {
 	// AuditPolicy, when set, is an audit.k8s.io/v1 Policy (YAML) the API server applies, writing JSON lines to
 	// Cluster.AuditLogPath.
 	AuditPolicy string
+	// APIServerFlags are more kube-apiserver flags (name without dashes → value), e.g. the real node's
+	// endpoint-reconciler-type=none: the API server advertises a loopback address pods cannot reach.
+	APIServerFlags map[string]string
 }
 
 // Simulated-cluster facts tests can rely on.
@@ -117,6 +120,9 @@ func prepareCluster(env *envtest.Environment, opts ClusterOptions) (*Cluster, er
 	args.Set("requestheader-extra-headers-prefix", "X-Remote-Extra-")
 	args.Set("proxy-client-cert-file", proxy.ClientCert)
 	args.Set("proxy-client-key-file", proxy.ClientKey)
+	for flag, value := range opts.APIServerFlags {
+		args.Set(flag, value)
+	}
 	return c, nil
 }
 

@@ -1,0 +1,85 @@
+package images
+
+import (
+	"os"
+	"path"
+)
+
+// PauseRef is the sandbox image the real node's containerd is pinned to; the offline build of pause/ is tagged
+// with it, so nothing is ever pulled.
+const PauseRef = "registry.k8s.io/pause:3.10.1"
+
+// OperatorRef tags the offline operator image (the Makefile's IMG for this VERSION is the release name; tests use
+// this local one with imagePullPolicy Never).
+const OperatorRef = "ghcr.io/quartet-dev/quartet-operator:offline"
+
+// distrolessFiles are what the Dockerfile's base image (distroless/static:nonroot) brings that the operator's
+// binaries use: the user database naming root and nonroot, and CA certificates when this machine has them.
+func distrolessFiles() []File {
+	files := []File{
+		{Path: "/etc/passwd", Data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
+		{Path: "/etc/group", Data: []byte("root:x:0:\nnonroot:x:65532:\n")},
+	}
+	const bundle = "/etc/ssl/certs/ca-certificates.crt"
+	if _, err := os.Stat(bundle); err == nil {
+		files = append(files, File{Path: bundle, Source: bundle})
+	}
+	return files
+}
+
+// PauseSpec is the sandbox image from the pause binary (built from ./internal/testenv/images/pause).
+func PauseSpec(binary string) Spec {
+	return Spec{
+		Ref:        PauseRef,
+		Files:      []File{{Path: "/pause", Source: binary, Mode: 0o755}},
+		Entrypoint: []string{"/pause"},
+		User:       NonRootUser,
+	}
+}
+
+// StaticBinarySpec is an image holding one static binary at /<base name>, run as the non-root user with args: the
+// shape of the test agents, the collector stand-in and other peers that run as pods.
+func StaticBinarySpec(ref, binary string, args ...string) Spec {
+	inImage := "/" + path.Base(binary)
+	return Spec{
+		Ref:        ref,
+		Files:      append(distrolessFiles(), File{Path: inImage, Source: binary, Mode: 0o755}),
+		Entrypoint: []string{inImage},
+		Cmd:        args,
+		User:       NonRootUser,
+	}
+}
+
+// OperatorImage is what the Dockerfile's final stage declares; the test in this package parses the Dockerfile and
+// fails when the two differ, so the release recipe and the offline image cannot drift apart.
+var OperatorImage = struct {
+	User       string
+	Entrypoint []string
+	WorkingDir string
+	Labels     map[string]string
+	// Binaries maps each copied path in the image to the main package the builder stage builds it from.
+	Binaries map[string]string
+}{
+	User:       NonRootUser,
+	Entrypoint: []string{"/manager"},
+	WorkingDir: "/",
+	Labels:     map[string]string{},
+	Binaries:   map[string]string{"/manager": "./cmd", "/katastroma": "./cmd/katastroma"},
+}
+
+// OperatorSpec is the operator image from built binaries: binaries maps each path of OperatorImage.Binaries to the
+// file built from its package.
+func OperatorSpec(ref string, binaries map[string]string) Spec {
+	files := distrolessFiles()
+	for inImage := range OperatorImage.Binaries {
+		files = append(files, File{Path: inImage, Source: binaries[inImage], Mode: 0o755})
+	}
+	return Spec{
+		Ref:        ref,
+		Files:      files,
+		Entrypoint: OperatorImage.Entrypoint,
+		User:       OperatorImage.User,
+		WorkingDir: OperatorImage.WorkingDir,
+		Labels:     OperatorImage.Labels,
+	}
+}
