@@ -142,9 +142,14 @@ verify: $(CONTROLLER_GEN) $(GOLANGCI_LINT) $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_
 test: verify unit-test ## verify, then every test (unit, fuzz seeds and envtest suites).
 
 .PHONY: unit-test
-unit-test: envtest gnmic prometheus-adapter olm $(OPM) $(CATALOG_RENDER) $(SCORECARD_TEST) ## Run the tests (envtest suites included, the OLM install of test/olm too) without verify.
+# The real-node packages run after the rest, one at a time: they make and remove the node's bridge, cgroups and
+# firewall tables, which two of them (or a second run) must not share.
+REALNODE_PACKAGES := ./internal/testenv/realnode/... ./test/realnode/...
+
+unit-test: envtest gnmic prometheus-adapter olm realnode $(OPM) $(CATALOG_RENDER) $(SCORECARD_TEST) ## Run the tests (envtest suites included, the OLM install of test/olm too, then the real-node suite) without verify.
 	hack/ensure-prometheus.sh
-	go test ./... -count=1 -timeout 20m
+	go test $$(go list ./... | grep -v -e /internal/testenv/realnode -e /test/realnode) -count=1 -timeout 20m
+	REALNODE_ASSETS=$(REALNODE_LINKS) go test -p 1 $(REALNODE_PACKAGES) -count=1 -timeout 20m
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME (default 20s) each.
@@ -291,8 +296,8 @@ $(KUBE_ROUTER):
 
 .PHONY: test-realnode
 # One package at a time: the containerd check and the suite both make and remove the node's cgroups and tables.
-test-realnode: envtest realnode ## Run the real-node suite (root; not part of `make test` yet): images built offline, pods on a real kubelet.
-	REALNODE_ASSETS=$(REALNODE_LINKS) go test -p 1 ./internal/testenv/images/... ./internal/testenv/realnode/... ./test/realnode/... -count=1 -timeout 20m -v
+test-realnode: envtest realnode ## Run only the real-node suite (root; `make test` runs it too): images built offline, pods on a real kubelet.
+	REALNODE_ASSETS=$(REALNODE_LINKS) go test -p 1 ./internal/testenv/images/... $(REALNODE_PACKAGES) -count=1 -timeout 20m -v
 
 .PHONY: dev
 dev: manifests envtest ## Run a local control plane with the operator and samples; Ctrl-C tears it down (DEV_ARGS=--exit-when-converged: exit once the samples converged).
