@@ -25,7 +25,7 @@ func thisCluster(g Gomega) string {
 	return string(ns.UID)
 }
 
-// callsAbout are the ordinary (reconcile) requests the server received since since that concern the Fleet
+// callsAbout are the ordinary (reconcile) requests the server received since `since` that concern the Fleet
 // pipeline name or ID given, in the order they arrived.
 func callsAbout(since time.Time, name, id string) []fleetserver.Call {
 	var out []fleetserver.Call

@@ -20,7 +20,7 @@ import (
 // the predecessor's inventory is deleted. The source handler's deletion pass releases a deleted target that has a
 // successor without pruning anything.
 
-// predecessor returns the source target target replaces, its inventory and that inventory's ConfigMap ("" and
+// predecessor returns the source target that target replaces, its inventory and that inventory's ConfigMap ("" and
 // nils when there is none, or nothing is left to adopt).
 func (s *Server) predecessor(ctx context.Context, target *corev1.ConfigMap) (string, *inventory.Inventory,
 	*corev1.ConfigMap, error) {

@@ -58,7 +58,7 @@ type Input struct {
 	MaxOutputBytes int
 }
 
-// ErrOutputTooLarge: the rendered YAML is over Input.MaxOutputBytes.
+// ErrOutputTooLarge means the rendered YAML is over Input.MaxOutputBytes.
 var ErrOutputTooLarge = errors.New("rendered output over the render output limit")
 
 // Helm hook policies (the source target's data.helm-hooks).

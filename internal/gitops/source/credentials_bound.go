@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// AnnotationCredentialsFor, on a credential Secret the registration API wrote, is the (normalised) repository URL
+// AnnotationCredentialsFor is, on a credential Secret the registration API wrote, the (normalised) repository URL
 // the credentials were registered for. The target's repo-url lives in a ConfigMap whose editors need not be the
 // credentials' owners: a changed repo-url must not carry the token to another host, so credentials go only to the
 // repository they were registered for, and a new repository needs the credentials registered again.

@@ -123,7 +123,7 @@ const DefaultMaxFetchBytes = 256 << 20
 // behind the head (only heads are deployed; replays go back a little), never the whole history.
 const fallbackDepth = 64
 
-// ErrFetchTooLarge: a fetch stored more than its size limit.
+// ErrFetchTooLarge means a fetch stored more than its size limit.
 var ErrFetchTooLarge = errors.New("fetch over the size limit")
 
 // boundedStorage is an in-memory object store that refuses objects beyond max bytes in total.

@@ -45,13 +45,13 @@ func Refusal(ns Namespace, reserved []string) string {
 type Proof int
 
 const (
-	// NotGiven: nobody handed the namespace to the tenant.
+	// NotGiven means nobody handed the namespace to the tenant.
 	NotGiven Proof = iota
-	// Created: the Tenant created it (annotation katastroma.org/created-by).
+	// Created means the Tenant created it (annotation katastroma.org/created-by).
 	Created
-	// Granted: an administrator labelled it for the tenant and marked it katastroma.org/granted-to.
+	// Granted means an administrator labelled it for the tenant and marked it katastroma.org/granted-to.
 	Granted
-	// LabelOnly: it carries the tenant's label but no proof: an earlier version, which labelled namespaces
+	// LabelOnly means it carries the tenant's label but no proof: an earlier version, which labelled namespaces
 	// itself, may have taken it. It keeps working and is reported until an administrator marks or releases it.
 	LabelOnly
 )

@@ -63,9 +63,9 @@ func TestValidatePodSecurity(t *testing.T) {
 		return tn
 	}
 	g.Expect(PodSecurityLevel(level(""))).To(Equal("restricted"), "restricted by default")
-	g.Expect(ValidatePodSecurity(level(""), false)).To(BeNil())
-	g.Expect(ValidatePodSecurity(level("baseline"), false)).To(BeNil())
+	g.Expect(ValidatePodSecurity(level(""), false)).To(Succeed())
+	g.Expect(ValidatePodSecurity(level("baseline"), false)).To(Succeed())
 	g.Expect(ValidatePodSecurity(level("privileged"), false)).To(MatchError(ContainSubstring("spec.podSecurity: Forbidden")))
-	g.Expect(ValidatePodSecurity(level("privileged"), true)).To(BeNil(), "the operator's flag allows it")
+	g.Expect(ValidatePodSecurity(level("privileged"), true)).To(Succeed(), "the operator's flag allows it")
 	g.Expect(ValidatePodSecurity(level("lax"), true)).To(MatchError(ContainSubstring("spec.podSecurity: Unsupported value")))
 }

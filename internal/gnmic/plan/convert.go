@@ -120,11 +120,11 @@ func undeliverable(sub *gnmicv1alpha1.Subscription) string {
 	return ""
 }
 
-// outputConfig is the output's config object with its type and, for service-resolved outputs, the address.
 // OutputDataDir is the collectors' writable directory (an emptyDir; the root filesystem is read-only): file
 // outputs with a relative filename write there.
 const OutputDataDir = "/var/lib/gnmic"
 
+// outputConfig is the output's config object with its type and, for service-resolved outputs, the address.
 func outputConfig(o *gnmicv1alpha1.Output, address string) map[string]any {
 	cfg := configMap(o.Spec.Config)
 	cfg["type"] = string(o.Spec.Type)
