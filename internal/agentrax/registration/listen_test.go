@@ -1,10 +1,13 @@
 package registration
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,13 +31,14 @@ func TestAdapterRelistsOnToolsListChanged(t *testing.T) {
 			reg := registry.New(registry.Options{})
 			reg.SetLeader(true)
 			agent := startAgent(t, "search")
-			url := agent.web.URL
-			if stateless {
-				web := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return agent.srv },
-					&sdk.StreamableHTTPOptions{Stateless: true, DisableLocalhostProtection: true}))
-				t.Cleanup(web.Close)
-				url = web.URL
-			}
+			// Every test server of this test counts the notification streams it holds open: a change announced
+			// before the listener's stream is up would only be seen at the next relist (an hour here).
+			var open atomic.Int32
+			handler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return agent.srv },
+				&sdk.StreamableHTTPOptions{Stateless: stateless, DisableLocalhostProtection: true})
+			web := httptest.NewServer(countStreams(&open, handler))
+			t.Cleanup(web.Close)
+			url := web.URL
 			ad := &agentraxv1alpha1.AgentDeployment{
 				ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "planner"},
 				Spec:       agentraxv1alpha1.AgentDeploymentSpec{Port: 8080, MCP: &agentraxv1alpha1.MCPSpec{Expose: true}},
@@ -58,6 +62,8 @@ func TestAdapterRelistsOnToolsListChanged(t *testing.T) {
 			// added before that is seen at the next list, which the test then also accepts).
 			added := 0
 			g.Eventually(func(g Gomega) {
+				g.Eventually(open.Load, 10*time.Second, 50*time.Millisecond).Should(BeNumerically(">", 0),
+					"the listener holds a notification stream")
 				added++
 				agent.setTools(append([]string{"search"}, strings.Repeat("t", added))...)
 				g.Eventually(func(g Gomega) {
@@ -67,6 +73,26 @@ func TestAdapterRelistsOnToolsListChanged(t *testing.T) {
 			}, 20*time.Second).Should(Succeed())
 		})
 	}
+}
+
+// countStreams keeps open at the number of notification streams in flight: a session's GET stream, or a
+// subscriptions/listen request (whose reply stream stays open).
+func countStreams(open *atomic.Int32, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		stream := r.Method == http.MethodGet
+		if r.Method == http.MethodPost && r.Body != nil {
+			body, err := io.ReadAll(r.Body)
+			if err == nil {
+				stream = bytes.Contains(body, []byte(`"subscriptions/listen"`))
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		if stream {
+			open.Add(1)
+			defer open.Add(-1)
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // A server that does not offer tools.listChanged gets no standing stream: nothing beyond the discovery itself.
