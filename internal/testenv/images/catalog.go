@@ -3,7 +3,15 @@ package images
 import (
 	"os"
 	"path"
+	"path/filepath"
+	"runtime"
 )
+
+// repoRoot is the repository this file is in (the images are built from its checkout).
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
+}
 
 // PauseRef is the sandbox image the real node's containerd is pinned to; the offline build of pause/ is tagged
 // with it, so nothing is ever pulled.
@@ -59,12 +67,29 @@ var OperatorImage = struct {
 	Labels     map[string]string
 	// Binaries maps each copied path in the image to the main package the builder stage builds it from.
 	Binaries map[string]string
+	// ContextFiles maps each path in the image the Dockerfile copies from the build context to its file in the
+	// repository.
+	ContextFiles map[string]string
 }{
 	User:       NonRootUser,
 	Entrypoint: []string{"/manager"},
 	WorkingDir: "/",
-	Labels:     map[string]string{},
-	Binaries:   map[string]string{"/manager": "./cmd", "/katastroma": "./cmd/katastroma"},
+	Labels: map[string]string{
+		"name":                              "quartet-operator",
+		"vendor":                            "Quartet",
+		"maintainer":                        "Quartet maintainers <maintainers@quartet.dev>",
+		"version":                           "0.1.0",
+		"release":                           "1",
+		"summary":                           "Kubernetes operator for Fleet Management, gNMIc telemetry, AI agents and event-driven GitOps",
+		"description":                       "quartet-operator runs four systems side by side: Grafana Fleet Management sync, gNMIc network telemetry collectors, AI agent workloads with canaries and an MCP registry, and the katastroma GitOps pipeline stages.",
+		"io.k8s.display-name":               "quartet-operator",
+		"org.opencontainers.image.title":    "quartet-operator",
+		"org.opencontainers.image.licenses": "Apache-2.0",
+		"org.opencontainers.image.version":  "0.1.0",
+		"org.opencontainers.image.source":   "https://github.com/quartet-dev/quartet-operator",
+	},
+	Binaries:     map[string]string{"/manager": "./cmd", "/katastroma": "./cmd/katastroma"},
+	ContextFiles: map[string]string{"/licenses/LICENSE": "LICENSE"},
 }
 
 // OperatorSpec is the operator image from built binaries: binaries maps each path of OperatorImage.Binaries to the
@@ -73,6 +98,9 @@ func OperatorSpec(ref string, binaries map[string]string) Spec {
 	files := distrolessFiles()
 	for inImage := range OperatorImage.Binaries {
 		files = append(files, File{Path: inImage, Source: binaries[inImage], Mode: 0o755})
+	}
+	for inImage, inRepo := range OperatorImage.ContextFiles {
+		files = append(files, File{Path: inImage, Source: filepath.Join(repoRoot(), inRepo), Mode: 0o644})
 	}
 	return Spec{
 		Ref:        ref,

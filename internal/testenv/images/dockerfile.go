@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 )
 
@@ -15,6 +16,8 @@ type Stage struct {
 	Entrypoint []string
 	WorkingDir string
 	Labels     map[string]string
+	// Args are the stage's ARGs with their defaults, which LABEL values may name as ${NAME} or $NAME.
+	Args map[string]string
 	// Copies are the COPY instructions, in order.
 	Copies []Copy
 }
@@ -40,7 +43,10 @@ func ParseFinalStage(r io.Reader) (Stage, error) {
 		rest = strings.TrimSpace(rest)
 		switch strings.ToUpper(instr) {
 		case "FROM":
-			stage = Stage{From: strings.Fields(rest)[0], Labels: map[string]string{}}
+			stage = Stage{From: strings.Fields(rest)[0], Labels: map[string]string{}, Args: map[string]string{}}
+		case "ARG":
+			name, value, _ := strings.Cut(rest, "=")
+			stage.Args[strings.TrimSpace(name)] = strings.Trim(strings.TrimSpace(value), `"`)
 		case "USER":
 			stage.User = rest
 		case "WORKDIR":
@@ -52,6 +58,10 @@ func ParseFinalStage(r io.Reader) (Stage, error) {
 		case "LABEL":
 			if err := parseLabels(rest, stage.Labels); err != nil {
 				return stage, fmt.Errorf("line %d: %w", line.number, err)
+			}
+			// As the builder does: a label's value is expanded with the stage's ARGs (their defaults here).
+			for k, v := range stage.Labels {
+				stage.Labels[k] = os.Expand(v, func(name string) string { return stage.Args[name] })
 			}
 		case "COPY":
 			c, err := parseCopy(rest)

@@ -87,8 +87,15 @@ func TestOfflineOperatorImageMatchesDockerfile(t *testing.T) {
 	// Every file the final stage copies from the builder is in the image, executable, at the same path, and the
 	// offline image copies nothing else of the operator's.
 	copied := map[string]bool{}
+	files := imageFiles(t, img)
 	for _, c := range stage.Copies {
-		g.Expect(c.From).NotTo(BeEmpty(), "the final stage copies only built binaries: %+v", c)
+		if c.From == "" {
+			// From the build context: repository files (the licence), the same bytes at the same path.
+			g.Expect(c.Sources).To(HaveLen(1), "%+v", c)
+			g.Expect(OperatorImage.ContextFiles).To(HaveKeyWithValue(c.Dest, c.Sources[0]), "the offline image copies %s", c.Sources[0])
+			g.Expect(files).To(HaveKey(c.Dest))
+			continue
+		}
 		for _, src := range c.Sources {
 			dest := c.Dest
 			if dest == "." || strings.HasSuffix(dest, "/") {
@@ -104,7 +111,6 @@ func TestOfflineOperatorImageMatchesDockerfile(t *testing.T) {
 		binaries[p] = true
 	}
 	g.Expect(binaries).To(Equal(copied), "the offline image's binaries are the paths the Dockerfile copies")
-	files := imageFiles(t, img)
 	for p := range copied {
 		g.Expect(files).To(HaveKeyWithValue(p, int64(0o755)), "%s in the image, executable", p)
 	}
@@ -130,9 +136,15 @@ func TestParseFinalStage(t *testing.T) {
 				"USER 65532:65532\nENTRYPOINT [\"/x\", \"--flag\"]\n",
 			want: Stage{
 				From: "base:nonroot", User: "65532:65532", Entrypoint: []string{"/x", "--flag"}, WorkingDir: "/",
-				Labels: map[string]string{"a": "1", "b": "two words", "c": "3"},
+				Labels: map[string]string{"a": "1", "b": "two words", "c": "3"}, Args: map[string]string{},
 				Copies: []Copy{{From: "builder", Sources: []string{"/w/x", "/w/y"}, Dest: "./"}},
 			},
+		},
+		{
+			name:       "labels expanded with the stage's ARG defaults",
+			dockerfile: "FROM x\nARG VERSION=1.2.3\nARG RELEASE\nLABEL version=\"${VERSION}\" release=$RELEASE-r\n",
+			want: Stage{From: "x", Labels: map[string]string{"version": "1.2.3", "release": "-r"},
+				Args: map[string]string{"VERSION": "1.2.3", "RELEASE": ""}},
 		},
 		{name: "shell-form entrypoint", dockerfile: "FROM x\nENTRYPOINT /manager --a\n", wantErr: "exec (JSON) form"},
 		{name: "label without value", dockerfile: "FROM x\nLABEL lonely\n", wantErr: "not key=value"},
