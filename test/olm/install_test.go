@@ -16,7 +16,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quartet-dev/quartet-operator/internal/testenv/asinstalled"
@@ -45,6 +47,13 @@ func installFromCatalog(t *testing.T, opm string) (*operatorsv1alpha1.Subscripti
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
+
+	// The control plane serves no monitoring.coreos.com API, so a bundle object of those kinds would fail the
+	// InstallPlan.
+	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = dc.ServerResourcesForGroupVersion("monitoring.coreos.com/v1")
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the Prometheus Operator's API is not served: %v", err)
 
 	catalog, err := renderOfflineCatalog(opm, t.TempDir())
 	g.Expect(err).NotTo(HaveOccurred())

@@ -61,8 +61,11 @@ func TestMain(m *testing.M) {
 	olmDir = dir
 	os.Exit(testenv.Main(m, &env, testenv.Options{
 		WithoutOperator: true,
-		ExtraCRDPaths:   []string{filepath.Join(olmDir, "crds")},
-		Cluster:         &testenv.ClusterOptions{AuditPolicy: auditPolicy},
+		// As on OperatorHub.io's kind cluster: no Prometheus Operator. The bundle must install anyway (the manager
+		// creates its monitoring objects only where those CRDs are served, internal/monitoring).
+		WithoutMonitoringCRDs: true,
+		ExtraCRDPaths:         []string{filepath.Join(olmDir, "crds")},
+		Cluster:               &testenv.ClusterOptions{AuditPolicy: auditPolicy},
 	}))
 }
 
