@@ -8,6 +8,8 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/version"
+
+	"github.com/quartet-dev/quartet-operator/internal/monitoring"
 )
 
 // openShiftForKube maps a Kubernetes minor to the OpenShift 4 minor built on it: 4.17 ships 1.30, and every
@@ -90,9 +92,11 @@ var olmSupportedKinds = map[string]bool{
 	"ConsoleCLIDownload": true, "ConsoleLink": true,
 }
 
-// TestBundleShipsMonitoring: the ServiceMonitor for the manager, one PrometheusRule per group, and the binding that
-// lets OpenShift's cluster Prometheus (openshift-monitoring/prometheus-k8s) read /metrics, which the manager
-// authorizes with a SubjectAccessReview on the metrics-reader ClusterRole.
+// TestBundleShipsMonitoring: the binding that lets OpenShift's cluster Prometheus (openshift-monitoring/prometheus-k8s)
+// read /metrics, which the manager authorizes with a SubjectAccessReview on the metrics-reader ClusterRole, and no
+// object of the Prometheus Operator's kinds: OLM fails the whole InstallPlan on a cluster without those CRDs, so the
+// manager creates its ServiceMonitors and PrometheusRules itself where they are served (internal/monitoring, which
+// also checks it embeds one monitor for the manager and one rule set per group).
 func TestBundleShipsMonitoring(t *testing.T) {
 	g := NewWithT(t)
 	var monitors, rules []string
@@ -120,7 +124,20 @@ func TestBundleShipsMonitoring(t *testing.T) {
 			}
 		}
 	}
-	g.Expect(monitors).To(ContainElement(HaveSuffix("controller-manager-metrics-monitor")))
+	g.Expect(monitors).To(BeEmpty(), "ServiceMonitors in the bundle")
+	g.Expect(rules).To(BeEmpty(), "PrometheusRules in the bundle")
+	embedded, err := monitoring.Objects("any", nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	monitors, rules = nil, nil
+	for _, obj := range embedded {
+		switch obj.GetKind() {
+		case "ServiceMonitor":
+			monitors = append(monitors, obj.GetName())
+		case "PrometheusRule":
+			rules = append(rules, obj.GetLabels()["app.kubernetes.io/component"])
+		}
+	}
+	g.Expect(monitors).To(ContainElement(HaveSuffix("controller-manager-metrics-monitor")), "the manager applies these")
 	g.Expect(rules).To(ConsistOf("fleet", "gnmic", "agentrax", "gitops"))
 	g.Expect(readerBound).To(BeTrue(), "a ClusterRoleBinding grants openshift-monitoring/prometheus-k8s the metrics-reader role")
 }

@@ -149,7 +149,8 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	// The documented step after an uninstall: what the operator may create but never delete (its guard), and the
 	// aggregated tenant roles the aggregation controller may have applied again while Helm deleted them.
 	policy, binding := guard.Policy(guard.Options{})
-	for _, obj := range []client.Object{binding, policy,
+	tenantPolicy, tenantBinding := guard.TenantPolicy()
+	for _, obj := range []client.Object{binding, policy, tenantBinding, tenantPolicy,
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: platform.TenantProvisionerClusterRole}},
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: platform.TenantPrunerClusterRole}}} {
 		g.Expect(client.IgnoreNotFound(env.Client.Delete(ctx, obj))).To(Succeed())
