@@ -36,12 +36,15 @@ func TestAnExplodingChartFailsOnlyItsTenant(t *testing.T) {
 	var wg sync.WaitGroup
 	var boomErr error
 	var took time.Duration
+	started := make(chan struct{})
 	wg.Go(func() {
 		start := time.Now()
+		close(started)
 		_, _, boomErr = s.render(tenantCtx("noisy"), pipeline.Chunks(exploding))
 		took = time.Since(start)
 	})
-	time.Sleep(50 * time.Millisecond)
+	// The quiet tenant renders while the noisy render runs (it runs for its whole 300 ms limit).
+	<-started
 	out, _, err := s.render(tenantCtx("quiet"), pipeline.Chunks(plain))
 	g.Expect(err).NotTo(HaveOccurred(), "another tenant renders meanwhile")
 	g.Expect(out).To(HaveLen(1))
