@@ -13,6 +13,9 @@ cd "$(git rev-parse --show-toplevel)"
 : "${BUNDLE_IMG:=ghcr.io/quartet-dev/quartet-operator-bundle:v${VERSION}}"
 : "${CHANNELS:=candidate}"
 : "${DEFAULT_CHANNEL:=candidate}"
+# true for a release: operator-sdk resolves every image (the manager's and the RELATED_IMAGE_* ones) to its
+# digest, which needs the registry, and the CSV then declares the disconnected feature. Offline builds keep tags.
+: "${USE_IMAGE_DIGESTS:=false}"
 : "${KUSTOMIZE:=bin/kustomize}"
 : "${OPERATOR_SDK:=bin/operator-sdk}"
 : "${OPM:=bin/opm}"
@@ -57,14 +60,24 @@ replace config/samples/gitops_v1alpha1_platform.yaml '^(  image: )[^ ]+' "\\1${I
 # 3. The bundle. Start from an empty bundle/ so objects that left config/ leave the bundle too.
 rm -rf bundle
 "$KUSTOMIZE" build config/manifests | "$OPERATOR_SDK" generate bundle -q --overwrite --version "$VERSION" \
-	--channels "$CHANNELS" --default-channel "$DEFAULT_CHANNEL" --use-image-digests=false
+	--channels "$CHANNELS" --default-channel "$DEFAULT_CHANNEL" --use-image-digests="$USE_IMAGE_DIGESTS"
 
 # 4. Normalise what is not reproducible or not derived from config/.
 replace "$csv" '^(    createdAt: ).*$' "\\1\"${created_at}\""
 replace "$csv" '^(    containerImage: ).*$' "\\1${IMG}"
-# operator-sdk drops spec.relatedImages unless it pins digests; list the manager image for mirroring tools.
-grep -q '^  relatedImages:' "$csv" && fail "$csv already has relatedImages; drop this step"
-replace "$csv" '^(  version: .*)$' "  relatedImages:\\n  - image: ${IMG}\\n    name: manager\\n\\1"
+if [ "$USE_IMAGE_DIGESTS" = true ]; then
+	# Every image is pinned by digest and listed in relatedImages (by operator-sdk), so mirrors can serve them all.
+	replace "$csv" '^(    features\.operators\.openshift\.io/disconnected: ).*$' '\1"true"'
+else
+	# operator-sdk drops spec.relatedImages unless it pins digests; list the manager image and every image the
+	# operator starts (its RELATED_IMAGE_* variables) for mirroring tools.
+	grep -q '^  relatedImages:' "$csv" && fail "$csv already has relatedImages; drop this step"
+	related="  relatedImages:\\n  - image: ${IMG}\\n    name: manager"
+	while read -r name image; do
+		related+="\\n  - image: ${image}\\n    name: ${name}"
+	done < <(awk '/- name: RELATED_IMAGE_/ {n=tolower(substr($3, 15)); getline; print n, $2}' "$csv")
+	replace "$csv" '^(  version: .*)$' "${related}\\n\\1"
+fi
 # The OpenShift releases the bundle supports (the catalog tooling reads it from the bundle image's metadata), kept
 # equal to the CSV base's annotation, which must start at the release that ships minKubeVersion.
 openshift_versions=$(sed -nE 's/^    com\.redhat\.openshift\.versions: "?([^"]*)"?$/\1/p' "$base")

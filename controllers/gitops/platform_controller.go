@@ -47,6 +47,8 @@ type PlatformReconciler struct {
 	// AllowedNamespaces, when set, are the only namespaces whose Platforms are deployed (--gitops-platform-namespaces):
 	// a Platform's stage ServiceAccounts get cluster-wide rights, so administrators may confine where that happens.
 	AllowedNamespaces []string
+	// DefaultImage is the katastroma image of Platforms that name none (--katastroma-default-image).
+	DefaultImage string
 }
 
 // +kubebuilder:rbac:groups=katastroma.org,resources=platforms,verbs=get;list;watch;update;patch
@@ -90,10 +92,20 @@ func (r *PlatformReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 			return ctrl.Result{}, err
 		}
 	}
+	// After the finalizer's Update, which would store it: the default is never written into the spec, so an
+	// operator upgrade moves the stages to its new default.
+	if p.Spec.Image == "" {
+		p.Spec.Image = r.DefaultImage
+	}
 	before := p.DeepCopy()
 	if len(r.AllowedNamespaces) > 0 && !slices.Contains(r.AllowedNamespaces, p.Namespace) {
 		r.stalled(p, fmt.Sprintf("metadata.namespace: Platforms are deployed only in %s (--gitops-platform-namespaces): "+
 			"a Platform's stage ServiceAccounts get cluster-wide rights", strings.Join(r.AllowedNamespaces, ", ")))
+		return ctrl.Result{}, kube.PatchStatusIfChanged(ctx, r.Client, before, p)
+	}
+	if p.Spec.Image == "" {
+		r.stalled(p, "spec.image: empty, and the operator has no default stage image (--katastroma-default-image, "+
+			"RELATED_IMAGE_KATASTROMA in the installs)")
 		return ctrl.Result{}, kube.PatchStatusIfChanged(ctx, r.Client, before, p)
 	}
 	if errs := platform.Validate(p); len(errs) > 0 {

@@ -48,6 +48,8 @@ const (
 // ClusterReconciler runs a Cluster's collectors and pushes the plan of its enabled Pipelines to them.
 type ClusterReconciler struct {
 	client.Client
+	// DefaultImage is the collector image of Clusters that name none (--gnmic-default-image).
+	DefaultImage string
 	// APIReader reads credentials Secrets straight from the API server (no Secret cache).
 	APIReader  client.Reader
 	Recorder   recorder.EventRecorder
@@ -105,6 +107,9 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			return ctrl.Result{}, err
 		}
 	}
+	// After the finalizer's Update, which would store it: the default is never written into the spec, so an
+	// operator upgrade moves the collectors to its new default.
+	defaultImage(c, r.DefaultImage)
 	before := c.DeepCopy()
 	snap, err := r.snapshot(ctx, c)
 	if err != nil {

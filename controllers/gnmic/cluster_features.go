@@ -40,3 +40,10 @@ func setFeaturesCondition(c *gnmicv1alpha1.Cluster, p *plan.Plan) {
 	}
 	meta.SetStatusCondition(&c.Status.Conditions, cond)
 }
+
+// defaultImage gives a Cluster that names no image the operator's default, in memory only.
+func defaultImage(c *gnmicv1alpha1.Cluster, image string) {
+	if c.Spec.Image == "" {
+		c.Spec.Image = image
+	}
+}

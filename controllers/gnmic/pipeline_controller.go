@@ -33,6 +33,8 @@ const PipelineControllerName = "gnmic-pipeline"
 type PipelineReconciler struct {
 	client.Client
 	Recorder recorder.EventRecorder
+	// DefaultImage is the collector image of Clusters that name none (--gnmic-default-image).
+	DefaultImage string
 }
 
 // +kubebuilder:rbac:groups=operator.gnmic.dev,resources=gnmicpipelines,verbs=get;list;watch
@@ -60,6 +62,7 @@ func (r *PipelineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if clusterErr != nil && !apierrors.IsNotFound(clusterErr) {
 		return ctrl.Result{}, clusterErr
 	}
+	defaultImage(cluster, r.DefaultImage)
 	s.CollectorImage = cluster.Spec.Image
 	// Enabled or not, report what the Pipeline would resolve to.
 	s.Pipelines[0].Spec.Enabled = true

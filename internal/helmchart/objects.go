@@ -232,6 +232,15 @@ func templatizeDeployment(t *template, obj map[string]any, webhooks webhookNames
 	}))
 
 	env, _ := container["env"].([]any)
+	// The images the manager starts: the stages run the chart's manager image, the collectors relatedImages.gnmic.
+	for _, e := range env {
+		switch v := e.(map[string]any); v["name"] {
+		case "RELATED_IMAGE_KATASTROMA":
+			v["value"] = t.Inline(`{{ include "quartet-operator.image" . | quote }}`)
+		case "RELATED_IMAGE_GNMIC":
+			v["value"] = t.Inline(`{{ .Values.relatedImages.gnmic | quote }}`)
+		}
+	}
 	container["env"] = append(env, t.Block(func(indent string) string {
 		return lines(
 			"{{- range $flag, $value := .Values.config }}",

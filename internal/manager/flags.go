@@ -72,6 +72,12 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.TenantQuotaResync, "tenantquota-resync-interval", o.TenantQuotaResync,
 		"How often every agentrax TenantQuota's usage and ledger are counted again from the running agents and pods "+
 			"when no event brought it back; 0 means 5m.")
+	fs.StringVar(&o.GNMIcDefaultImage, "gnmic-default-image", o.GNMIcDefaultImage,
+		"Collector image of gnmic Clusters whose spec.image is empty (the installs pass $(RELATED_IMAGE_GNMIC), so "+
+			"image mirrors and operator upgrades reach the collectors).")
+	fs.StringVar(&o.KatastromaDefaultImage, "katastroma-default-image", o.KatastromaDefaultImage,
+		"Stage image of gitops Platforms whose spec.image is empty (the installs pass $(RELATED_IMAGE_KATASTROMA), "+
+			"the operator's own image, which ships /katastroma).")
 	fs.StringVar(&o.GNMIcClusterDomain, "gnmic-cluster-domain", o.GNMIcClusterDomain,
 		"DNS domain of the cluster, in the collector URLs of gnmic Clusters; empty means cluster.local.")
 	fs.DurationVar(&o.GNMIcPollInterval, "gnmic-poll-interval", o.GNMIcPollInterval,

@@ -82,7 +82,11 @@ type Options struct {
 	GNMIcPollInterval     time.Duration
 	GNMIcReconnectBackoff time.Duration
 	GNMIcClusterDomain    string
-	GNMIcCertificateWait  time.Duration
+	// GNMIcDefaultImage and KatastromaDefaultImage are the images of gnmic Clusters and gitops Platforms that name
+	// none (the installs set them from RELATED_IMAGE_GNMIC and RELATED_IMAGE_KATASTROMA).
+	GNMIcDefaultImage      string
+	KatastromaDefaultImage string
+	GNMIcCertificateWait   time.Duration
 	// GNMIcTargetTLSPropagation: see --gnmic-target-tls-propagation.
 	GNMIcTargetTLSPropagation time.Duration
 	// PrometheusURL is where agentrax canary analysis queries Prometheus; empty leaves canaries unjudged (held).
@@ -200,14 +204,16 @@ func DefaultOptions() Options {
 		AgentDeploymentConcurrency: 4,
 		Groups:                     append([]string(nil), operator.Groups...),
 		GPUResourceName:            "nvidia.com/gpu",
-		PrometheusFailsafeTimeout:  60 * time.Second,
-		CanaryAnalysisInterval:     10 * time.Second,
-		FleetAPIRPS:                3,
-		FleetAPIBurst:              50,
-		PipelineNameScope:          "none",
-		PolicyConcurrency:          4,
-		SyncConcurrency:            4,
-		DiscoveryConcurrency:       1,
+		// The collector the samples and docs run; the installs override it with RELATED_IMAGE_GNMIC.
+		GNMIcDefaultImage:         "ghcr.io/openconfig/gnmic:0.47.0",
+		PrometheusFailsafeTimeout: 60 * time.Second,
+		CanaryAnalysisInterval:    10 * time.Second,
+		FleetAPIRPS:               3,
+		FleetAPIBurst:             50,
+		PipelineNameScope:         "none",
+		PolicyConcurrency:         4,
+		SyncConcurrency:           4,
+		DiscoveryConcurrency:      1,
 		// On by default: without it anyone allowed to create a discovery could fill any namespace with CRs.
 		EnforceCrossNamespaceDiscoveryAuthz: true,
 		EnforceSecretUseAuthz:               true,
@@ -390,13 +396,14 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		WatchNamespaces: o.WatchNamespaces,
 		// A Tenant owning the operator's namespace could deploy into it with the pipeline's identities.
 		PlatformNamespaces:     o.PlatformNamespaces,
+		KatastromaDefaultImage: o.KatastromaDefaultImage,
 		AllowPrivilegedTenants: o.AllowPrivilegedTenants,
 		ReservedNamespaces:     slices.DeleteFunc([]string{podNamespace(o.LeaderElectionNamespace)}, func(s string) bool { return s == "" }),
 		Clock:                  o.Clock,
 		GPUResourceName:        o.GPUResourceName,
 		QuotaResync:            o.TenantQuotaResync,
 		GNMIc: operator.GNMIcSettings{PollInterval: o.GNMIcPollInterval, ReconnectBackoff: o.GNMIcReconnectBackoff,
-			ClusterDomain: o.GNMIcClusterDomain, CertificateWait: o.GNMIcCertificateWait,
+			ClusterDomain: o.GNMIcClusterDomain, DefaultImage: o.GNMIcDefaultImage, CertificateWait: o.GNMIcCertificateWait,
 			TargetTLSPropagation: o.GNMIcTargetTLSPropagation, EnforceSecretUseAuthz: o.EnforceSecretUseAuthz,
 			OperatorNamespace: podNamespace(o.LeaderElectionNamespace)},
 		Canary: operator.CanarySettings{PrometheusURL: o.PrometheusURL,

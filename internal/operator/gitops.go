@@ -20,6 +20,7 @@ func gitopsControllers() []Controller {
 					Client:            mgr.GetClient(),
 					Recorder:          mgr.GetEventRecorder(gitopscontrollers.PlatformControllerName),
 					AllowedNamespaces: d.PlatformNamespaces,
+					DefaultImage:      d.KatastromaDefaultImage,
 				}).SetupWithManager(mgr, d.options(gitopscontrollers.PlatformControllerName))
 			},
 		},

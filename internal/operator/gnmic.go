@@ -87,10 +87,11 @@ func gnmicControllers() []Controller {
 					return err
 				}
 				return (&gnmiccontrollers.ClusterReconciler{
-					Client:     mgr.GetClient(),
-					APIReader:  mgr.GetAPIReader(),
-					Recorder:   mgr.GetEventRecorder(gnmiccontrollers.ClusterControllerName),
-					Collectors: collectors,
+					Client:       mgr.GetClient(),
+					APIReader:    mgr.GetAPIReader(),
+					Recorder:     mgr.GetEventRecorder(gnmiccontrollers.ClusterControllerName),
+					Collectors:   collectors,
+					DefaultImage: d.GNMIc.DefaultImage,
 					Monitor: &collector.Monitor{Client: collectors, PollInterval: d.GNMIc.PollInterval,
 						BackoffMin: d.GNMIc.ReconnectBackoff},
 					ClusterDomain:        d.GNMIc.ClusterDomain,
@@ -107,8 +108,9 @@ func gnmicControllers() []Controller {
 				"gnmic/Output", "gnmic/Input", "gnmic/Processor", "gnmic/TunnelTargetPolicy"},
 			Setup: func(ctx context.Context, mgr ctrl.Manager, d Dependencies) error {
 				return (&gnmiccontrollers.PipelineReconciler{
-					Client:   mgr.GetClient(),
-					Recorder: mgr.GetEventRecorder(gnmiccontrollers.PipelineControllerName),
+					Client:       mgr.GetClient(),
+					Recorder:     mgr.GetEventRecorder(gnmiccontrollers.PipelineControllerName),
+					DefaultImage: d.GNMIc.DefaultImage,
 				}).SetupWithManager(ctx, mgr, d.options(gnmiccontrollers.PipelineControllerName))
 			},
 		},
@@ -131,6 +133,8 @@ type GNMIcSettings struct {
 	ReconnectBackoff time.Duration
 	// ClusterDomain is the cluster's DNS domain; empty means cluster.local.
 	ClusterDomain string
+	// DefaultImage is the collector image of Clusters that name none.
+	DefaultImage string
 	// CertificateWait bounds the wait for a cert-manager Certificate's Secret; zero means 5 minutes.
 	CertificateWait time.Duration
 	// TargetTLSPropagation is how long newly added device TLS files are held back; zero means 2 minutes.

@@ -74,6 +74,8 @@ type Dependencies struct {
 	ReservedNamespaces []string
 	// PlatformNamespaces, when set, are the only namespaces where a gitops Platform is deployed.
 	PlatformNamespaces []string
+	// KatastromaDefaultImage is the stage image of Platforms that name none.
+	KatastromaDefaultImage string
 	// AllowPrivilegedTenants lets a gitops Tenant ask for Pod Security level privileged.
 	AllowPrivilegedTenants bool
 	// PeerDial is where connections to in-cluster peers go (QUARTET_DEV_DIAL_MAP, development and tests

@@ -15,6 +15,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -288,4 +290,33 @@ func (e *Env) AddAdminKubeconfig(user string) ([]byte, error) {
 		return nil, err
 	}
 	return u.KubeConfig()
+}
+
+// InstallCRDs installs the CRDs at paths for the rest of the test and removes them when it ends, waiting (with a
+// deadline) until their groups are no longer served, so a later test of the package sees the plane as it started.
+// A test that needs a kind the plane leaves out on purpose (e.g. cert-manager's, for a dry run) uses it.
+func (e *Env) InstallCRDs(t testing.TB, paths ...string) {
+	t.Helper()
+	opts := envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true, Scheme: e.env.Scheme}
+	crds, err := envtest.InstallCRDs(e.Config, opts)
+	if err != nil {
+		t.Fatalf("installing CRDs %v: %v", paths, err)
+	}
+	t.Cleanup(func() {
+		if err := envtest.UninstallCRDs(e.Config, opts); err != nil {
+			t.Errorf("removing CRDs %v: %v", paths, err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		for _, crd := range crds {
+			err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+				err := e.Client.Get(ctx, client.ObjectKeyFromObject(crd), crd.DeepCopy())
+				return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+			})
+			if err != nil {
+				t.Errorf("CRD %s still exists 2 minutes after its deletion: %v", crd.GetName(), err)
+			}
+		}
+	})
 }

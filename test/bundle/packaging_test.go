@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -58,6 +59,29 @@ func TestCSVMetadata(t *testing.T) {
 	for _, img := range images {
 		g.Expect(c.Spec.RelatedImages).To(ContainElement(HaveField("Image", img)), "relatedImages lists %s", img)
 	}
+	// Every image the operator starts (collectors, katastroma stages) is a RELATED_IMAGE_* variable that the
+	// manager takes as its default and relatedImages lists, so image mirroring tools find it.
+	related := map[string]string{}
+	for _, d := range c.Spec.InstallStrategy.StrategySpec.DeploymentSpecs {
+		for _, ctr := range d.Spec.Template.Spec.Containers {
+			for _, e := range ctr.Env {
+				if strings.HasPrefix(e.Name, "RELATED_IMAGE_") {
+					related[e.Name] = e.Value
+					g.Expect(c.Spec.RelatedImages).To(ContainElement(HaveField("Image", e.Value)), "relatedImages lists %s", e.Name)
+				}
+			}
+			g.Expect(ctr.Args).To(ContainElements("--gnmic-default-image=$(RELATED_IMAGE_GNMIC)",
+				"--katastroma-default-image=$(RELATED_IMAGE_KATASTROMA)"))
+		}
+	}
+	g.Expect(related).To(HaveKey("RELATED_IMAGE_GNMIC"))
+	g.Expect(related).To(HaveKeyWithValue("RELATED_IMAGE_KATASTROMA", a["containerImage"]), "the stages run the manager's image")
+	// Mirrors serve images by digest only: the disconnected feature is declared exactly when every image is pinned.
+	pinned := true
+	for _, r := range c.Spec.RelatedImages {
+		pinned = pinned && strings.Contains(r.Image, "@sha256:")
+	}
+	g.Expect(a["features.operators.openshift.io/disconnected"]).To(Equal(strconv.FormatBool(pinned)))
 
 	modes := map[operatorsv1alpha1.InstallModeType]bool{}
 	for _, m := range c.Spec.InstallModes {

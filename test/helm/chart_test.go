@@ -314,6 +314,12 @@ func TestValuesReachTheObjects(t *testing.T) {
 func TestRenderedObjectsPassServerSideDryRun(t *testing.T) {
 	ctx := context.Background()
 	g := NewWithT(t)
+	// The plane serves neither cert-manager nor the Prometheus Operator (the default install needs neither); the
+	// non-default values render their kinds, so their CRDs are here for this test only.
+	monitoringCRDs, err := testenv.ThirdPartyCRDPaths()
+	g.Expect(err).NotTo(HaveOccurred())
+	monitoringCRDs = slices.DeleteFunc(monitoringCRDs, func(p string) bool { return !testenv.IsMonitoringCRD(p) })
+	env.InstallCRDs(t, append(monitoringCRDs, filepath.Join("testdata", "cert-manager-standin-crds.yaml"))...)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNamespace + "-dry-run"}}
 	g.Expect(client.IgnoreAlreadyExists(env.Client.Create(ctx, ns))).To(Succeed())
 	for _, crd := range chartCRDs(t) {

@@ -1,13 +1,14 @@
 // Package helm tests charts/quartet-operator with the Helm v4 SDK: lint, rendering with default and non-default
 // values, every rendered object through server-side dry-run on the cluster-grade control plane, and an install,
 // upgrade and uninstall of the chart. The chart's own CRDs and webhooks are left out of the control plane
-// (WithoutOperator), so what the test sees is what the chart installs.
+// (WithoutOperator), so what the test sees is what the chart installs; so are cert-manager and the Prometheus
+// Operator, because the default install must need neither. The dry-run test installs their CRDs for its own
+// duration.
 package helm
 
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
@@ -39,8 +40,8 @@ rules:
 
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Main(m, &env, testenv.Options{
-		WithoutOperator: true,
-		ExtraCRDPaths:   []string{filepath.Join("testdata", "cert-manager-standin-crds.yaml")},
-		Cluster:         &testenv.ClusterOptions{AuditPolicy: auditPolicy},
+		WithoutOperator:       true,
+		WithoutMonitoringCRDs: true,
+		Cluster:               &testenv.ClusterOptions{AuditPolicy: auditPolicy},
 	}))
 }

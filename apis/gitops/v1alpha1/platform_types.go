@@ -56,11 +56,13 @@ type PlatformStages struct {
 
 // PlatformSpec is one deployment of the gitops pipeline in the Platform's namespace.
 type PlatformSpec struct {
-	// Image of katastroma; every stage runs the same binary with its own subcommand.
-	// +required
-	// +kubebuilder:validation:MinLength=1
+	// Image of katastroma; every stage runs the same binary with its own subcommand. Empty runs the operator's
+	// default (`--katastroma-default-image`, which the installs set from their RELATED_IMAGE_KATASTROMA variable:
+	// the operator's own image, which ships /katastroma), so the stages follow the operator's upgrades and an image
+	// mirror configured for the operator's related images.
+	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Image"
-	Image string `json:"image"`
+	Image string `json:"image,omitempty"`
 	// Stages sizes each stage: scaling a stage is its replicas field.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Stages"

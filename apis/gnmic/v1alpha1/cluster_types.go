@@ -250,11 +250,12 @@ type CollectorPodTemplate struct {
 
 // ClusterSpec describes a set of gNMIc collectors run as a StatefulSet.
 type ClusterSpec struct {
-	// Image is the gNMIc container image (v0.45 or later: collector mode).
-	// +required
-	// +kubebuilder:validation:MinLength=1
+	// Image is the gNMIc container image (v0.45 or later: collector mode). Empty runs the operator's default
+	// (`--gnmic-default-image`, which the installs set from their RELATED_IMAGE_GNMIC variable), so the collectors
+	// follow the operator's upgrades and an image mirror configured for the operator's related images.
+	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Image"
-	Image string `json:"image"`
+	Image string `json:"image,omitempty"`
 
 	// Replicas is the number of collector pods.
 	// +optional

@@ -19,10 +19,10 @@ import (
 func ValidateCluster(c *Cluster) field.ErrorList {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
-	if strings.TrimSpace(c.Spec.Image) == "" {
-		errs = append(errs, field.Required(spec.Child("image"), "the gNMIc container image"))
-	} else if strings.ContainsAny(c.Spec.Image, " \t\n") {
-		errs = append(errs, field.Invalid(spec.Child("image"), c.Spec.Image, "must not contain whitespace"))
+	// Empty runs the operator's default image (--gnmic-default-image); blanks are a mistake, not a choice.
+	if strings.ContainsAny(c.Spec.Image, " \t\n") {
+		errs = append(errs, field.Invalid(spec.Child("image"), c.Spec.Image,
+			"must not contain whitespace (leave it empty for the operator's default image)"))
 	}
 	if c.Spec.Replicas != nil && *c.Spec.Replicas < 1 {
 		errs = append(errs, field.Invalid(spec.Child("replicas"), *c.Spec.Replicas, "must be at least 1"))

@@ -36,7 +36,8 @@ func TestValidateCluster(t *testing.T) {
 	}{
 		"minimal":                  {ClusterSpec{Image: "ghcr.io/openconfig/gnmic:0.45.0"}, nil},
 		"no image":                 {ClusterSpec{}, []string{"spec.image: Required"}},
-		"blank image":              {ClusterSpec{Image: " "}, []string{"spec.image: Required"}},
+		"blank image":              {ClusterSpec{Image: " "}, []string{"spec.image", "whitespace"}},
+		"default image":            {ClusterSpec{}, nil},
 		"image with space":         {ClusterSpec{Image: "gnmic latest"}, []string{"spec.image", "whitespace"}},
 		"zero replicas":            {ClusterSpec{Image: "i", Replicas: i32(0)}, []string{"spec.replicas", "at least 1"}},
 		"rest port too high":       {ClusterSpec{Image: "i", API: &ClusterAPI{RestPort: 70000}}, []string{"spec.api.restPort", "1 to 65535"}},
