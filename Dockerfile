@@ -1,6 +1,8 @@
 # Builds the manager image: `make docker-build IMG=...`. BuildKit sets TARGETOS/TARGETARCH for
 # `docker buildx build --platform ...`, so one Dockerfile serves every architecture.
-FROM golang:1.26 AS builder
+# The builder runs on the build machine's platform and cross-compiles (the binaries are static), so a
+# multi-architecture build needs no emulation.
+FROM --platform=$BUILDPLATFORM golang:1.26 AS builder
 ARG TARGETOS
 ARG TARGETARCH
 

@@ -321,6 +321,13 @@ docker-build: ## Build the manager image.
 docker-push: ## Push the manager image.
 	$(CONTAINER_TOOL) push $(IMG)
 
+# The architectures of the released image; the CSV's operatorframework.io/arch.* labels list the same.
+PLATFORMS ?= linux/amd64,linux/arm64
+
+.PHONY: docker-buildx
+docker-buildx: ## Build and push the manager image for every architecture in PLATFORMS (one multi-arch index).
+	$(CONTAINER_TOOL) buildx build --push --platform=$(PLATFORMS) --build-arg VERSION=$(VERSION) -t $(IMG) .
+
 ##@ Deployment
 
 # The kubectl that talks to a real cluster: the one on PATH, else kubectl alone built from k8s.io/kubernetes (cached),

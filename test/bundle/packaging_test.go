@@ -76,6 +76,22 @@ func TestCSVMetadata(t *testing.T) {
 	}
 	g.Expect(related).To(HaveKey("RELATED_IMAGE_GNMIC"))
 	g.Expect(related).To(HaveKeyWithValue("RELATED_IMAGE_KATASTROMA", a["containerImage"]), "the stages run the manager's image")
+	// OperatorHub shows and filters by the architectures the CSV declares: exactly those `make docker-buildx` builds.
+	makefile, err := os.ReadFile(repoPath("Makefile"))
+	g.Expect(err).NotTo(HaveOccurred())
+	platforms := regexp.MustCompile(`(?m)^PLATFORMS \?= (\S+)$`).FindSubmatch(makefile)
+	g.Expect(platforms).NotTo(BeNil(), "the Makefile sets PLATFORMS")
+	wantArch := map[string]string{"operatorframework.io/os.linux": "supported"}
+	for _, p := range strings.Split(string(platforms[1]), ",") {
+		wantArch["operatorframework.io/arch."+strings.TrimPrefix(p, "linux/")] = "supported"
+	}
+	gotArch := map[string]string{}
+	for k, v := range c.Labels {
+		if strings.HasPrefix(k, "operatorframework.io/arch.") || strings.HasPrefix(k, "operatorframework.io/os.") {
+			gotArch[k] = v
+		}
+	}
+	g.Expect(gotArch).To(Equal(wantArch))
 	// Mirrors serve images by digest only: the disconnected feature is declared exactly when every image is pinned.
 	pinned := true
 	for _, r := range c.Spec.RelatedImages {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -43,7 +44,9 @@ func ParseFinalStage(r io.Reader) (Stage, error) {
 		rest = strings.TrimSpace(rest)
 		switch strings.ToUpper(instr) {
 		case "FROM":
-			stage = Stage{From: strings.Fields(rest)[0], Labels: map[string]string{}, Args: map[string]string{}}
+			// FROM [--platform=…] image [AS name]
+			fields := slices.DeleteFunc(strings.Fields(rest), func(f string) bool { return strings.HasPrefix(f, "--") })
+			stage = Stage{From: fields[0], Labels: map[string]string{}, Args: map[string]string{}}
 		case "ARG":
 			name, value, _ := strings.Cut(rest, "=")
 			stage.Args[strings.TrimSpace(name)] = strings.Trim(strings.TrimSpace(value), `"`)
