@@ -89,6 +89,12 @@ func templatize(obj map[string]any, webhooks webhookNames) (*template, error) {
 			// The sidecar imports dashboards from the namespaces it watches, often not the operator's.
 			mapAt(obj, "metadata")["namespace"] = t.Inline("{{ .Values.monitoring.grafanaDashboards.namespace | default .Release.Namespace }}")
 		}
+	case "ServiceAccount":
+		// Annotations such as a cloud workload identity's. The name stays: the ClusterRoleBindings and the
+		// escalation guard name this ServiceAccount, so the chart neither renames it nor uses another.
+		if strings.HasSuffix(name(obj), "-controller-manager") {
+			mapAt(mapAt(obj, "metadata"), "annotations")[t.Block(withToYaml(".Values.serviceAccount.annotations", ""))] = ""
+		}
 	case "ClusterRoleBinding":
 		// OpenShift's cluster Prometheus may read the metrics only when the chart is told to set monitoring up.
 		if strings.HasSuffix(name(obj), "metrics-reader-prometheus") {

@@ -398,6 +398,8 @@ func TestConventionalValues(t *testing.T) {
 	digest := "sha256:" + strings.Repeat("ab", 32)
 	rendered, err := render(t, map[string]any{
 		"image":                     map[string]any{"digest": digest},
+		"relatedImages":             map[string]any{"gnmic": "mirror.example/gnmic@" + digest},
+		"serviceAccount":            map[string]any{"annotations": map[string]any{"iam.gke.io/gcp-service-account": "op@p.iam"}},
 		"topologySpreadConstraints": spread,
 		"podDisruptionBudget":       map[string]any{"enabled": true, "maxUnavailable": "50%"},
 		"monitoring": map[string]any{
@@ -410,6 +412,13 @@ func TestConventionalValues(t *testing.T) {
 	pod, _, _ := unstructured.NestedMap(d.Object, "spec", "template", "spec")
 	g.Expect(pod["containers"].([]any)[0]).To(HaveKeyWithValue("image", "ghcr.io/quartet-dev/quartet-operator@"+digest))
 	g.Expect(normalized(pod["topologySpreadConstraints"])).To(Equal(normalized(spread)))
+	// The images the manager starts: the stages run the manager's own image, the collectors relatedImages.gnmic.
+	g.Expect(pod["containers"].([]any)[0]).To(HaveKeyWithValue("env", ContainElements(
+		map[string]any{"name": "RELATED_IMAGE_KATASTROMA", "value": "ghcr.io/quartet-dev/quartet-operator@" + digest},
+		map[string]any{"name": "RELATED_IMAGE_GNMIC", "value": "mirror.example/gnmic@" + digest})))
+	sa := find(rendered, "ServiceAccount", "quartet-operator-controller-manager")
+	g.Expect(sa).NotTo(BeNil())
+	g.Expect(sa.GetAnnotations()).To(HaveKeyWithValue("iam.gke.io/gcp-service-account", "op@p.iam"))
 
 	pdb := find(rendered, "PodDisruptionBudget", "quartet-operator-controller-manager")
 	g.Expect(pdb).NotTo(BeNil())
