@@ -19,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/quartet-dev/quartet-operator/internal/agentrax/registry/cmstore"
 )
 
 // RegistryOverTLS is an HTTPS client of the running manager's MCP registry as a client in the cluster sees it: it
@@ -37,7 +39,7 @@ func (m *Manager) RegistryOverTLS(ctx context.Context) (*http.Client, string, er
 			return nil, "", fmt.Errorf("the installed registry publishes no CA: %w", err)
 		}
 	}
-	port, err := m.servicePortOf(ctx, names["registry-service"], "registry-bind-address")
+	port, err := m.servicePortOf(ctx, names["registry-service"], "registry-bind-address", cmstore.DefaultBindAddress)
 	if err != nil {
 		return nil, "", err
 	}

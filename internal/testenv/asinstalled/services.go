@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,7 +23,7 @@ import (
 // to that Service port to the running manager's refresh API. It returns the Service port, for a request through
 // the API server's service proxy.
 func (m *Manager) RouteRefreshService(ctx context.Context, service string) (testenv.ServicePort, error) {
-	port, err := m.servicePortOf(ctx, service, "api-bind-address")
+	port, err := m.servicePortOf(ctx, service, "api-bind-address", "")
 	if err != nil {
 		return testenv.ServicePort{}, err
 	}
@@ -31,8 +32,9 @@ func (m *Manager) RouteRefreshService(ctx context.Context, service string) (test
 }
 
 // servicePortOf is the port of the installer's Service that leads to the listener the manager's flag (a listen
-// address) starts: the Service selects the manager's pods and that port's target is the flag's container port.
-func (m *Manager) servicePortOf(ctx context.Context, service, flag string) (testenv.ServicePort, error) {
+// address; def when the Deployment does not pass it) starts: the Service selects the manager's pods and that
+// port's target is the flag's container port.
+func (m *Manager) servicePortOf(ctx context.Context, service, flag, def string) (testenv.ServicePort, error) {
 	dep := &appsv1.Deployment{}
 	if err := m.env.Client.Get(ctx, client.ObjectKey{Namespace: m.in.Namespace, Name: m.in.Deployment}, dep); err != nil {
 		return testenv.ServicePort{}, err
@@ -41,7 +43,11 @@ func (m *Manager) servicePortOf(ctx context.Context, service, flag string) (test
 	if container == nil {
 		return testenv.ServicePort{}, fmt.Errorf("deployment %s has no container named manager", m.in.Deployment)
 	}
-	listen, err := flagPort(container.Args, flag)
+	args := container.Args
+	if _, err := flagValue(args, flag); err != nil && def != "" {
+		args = append(slices.Clone(args), "--"+flag+"="+def)
+	}
+	listen, err := flagPort(args, flag)
 	if err != nil {
 		return testenv.ServicePort{}, err
 	}
