@@ -168,6 +168,15 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.RegistryTLSCertDir, "registry-tls-cert-dir", o.RegistryTLSCertDir,
 		"Directory with tls.crt and tls.key (reloaded when they change) for the registry API, which then serves HTTPS "+
 			"only; writes (and their bearer tokens) are accepted only over TLS.")
+	fs.StringVar(&o.RegistryCertSecret, "registry-cert-secret", o.RegistryCertSecret,
+		"Secret (in the pod's namespace) where the manager keeps a registry CA and serving certificate it generates and "+
+			"renews itself, writing them into --registry-tls-cert-dir; empty means the certificate there comes from "+
+			"elsewhere (cert-manager, a Secret you mount).")
+	fs.StringVar(&o.RegistryService, "registry-service", o.RegistryService,
+		"With --registry-cert-secret: the registry Service the certificate is issued for (<service>.<namespace>.svc).")
+	fs.StringVar(&o.RegistryCAConfigMap, "registry-ca-configmap", o.RegistryCAConfigMap,
+		"With --registry-cert-secret: ConfigMap (in the pod's namespace) where the manager publishes the registry's CA "+
+			"under ca.crt, for clients to trust.")
 	fs.BoolVar(&o.RegistryPlaintextWrites, "registry-plaintext-writes", o.RegistryPlaintextWrites,
 		"Accept registry writes and their bearer tokens over plain HTTP (development only; the tokens cross the network in clear).")
 	fs.IntVar(&o.RegistryMaxEntriesPerNamespace, "registry-max-entries-per-namespace", o.RegistryMaxEntriesPerNamespace,

@@ -165,6 +165,12 @@ type Options struct {
 	// accepts writes over plain HTTP (development only).
 	RegistryTLSCertDir      string
 	RegistryPlaintextWrites bool
+	// RegistryCertSecret, when set, makes the manager generate and renew the registry's certificate itself, kept in
+	// this Secret of the pod's namespace and written into RegistryTLSCertDir (internal/webhookcert); RegistryService
+	// names the Service it is for and RegistryCAConfigMap the ConfigMap its CA is published in.
+	RegistryCertSecret  string
+	RegistryService     string
+	RegistryCAConfigMap string
 	// RegistryMaxEntriesPerNamespace caps one namespace's registry entries (0: registry.DefaultMaxEntriesPerNamespace).
 	RegistryMaxEntriesPerNamespace int
 	// TenantQuotaResync is how often every TenantQuota is counted again without an event (0: 5m).
@@ -357,6 +363,14 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err != nil {
 		return nil, err
 	}
+	// Likewise before the registry's listener reads its certificate directory.
+	runsRegistry := registrySettings.Enabled() && slices.ContainsFunc(controllers, func(c operator.Controller) bool {
+		return c.Name == "agentrax-agentdeployment"
+	})
+	registryRenewer, err := o.ensureRegistryCert(ctx, cfg, mgrOpts.Scheme, runsRegistry)
+	if err != nil {
+		return nil, err
+	}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
@@ -371,6 +385,11 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			if err := mgr.Add(r); err != nil {
 				return nil, err
 			}
+		}
+	}
+	if registryRenewer != nil {
+		if err := mgr.Add(registryRenewer); err != nil {
+			return nil, err
 		}
 	}
 	if o.MonitoringObjects {
@@ -486,6 +505,30 @@ func (o *Options) ensureWebhookCert(ctx context.Context, cfg *rest.Config, schem
 		SecretName: o.WebhookCertSecret, Namespace: podNamespace(o.LeaderElectionNamespace),
 		Service: o.WebhookService, CertDir: o.WebhookCertDir,
 		ValidatingConfigurations: o.WebhookValidatingConfigurations, MutatingConfigurations: o.WebhookMutatingConfigurations,
+	}
+	next, err := webhookcert.Ensure(ctx, c, certCfg, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	return &webhookcert.Renewer{Client: c, Config: certCfg, Next: next}, nil
+}
+
+// ensureRegistryCert generates or reuses the registry's self-managed certificate when --registry-cert-secret is set
+// and the registry runs (with the AgentDeployment controller), publishes its CA, and returns the Renewer that keeps
+// both current; nil otherwise.
+func (o *Options) ensureRegistryCert(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, runsRegistry bool) (*webhookcert.Renewer, error) {
+	if o.RegistryCertSecret == "" || !runsRegistry {
+		return nil, nil
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	certCfg := webhookcert.Config{
+		SecretName: o.RegistryCertSecret, Namespace: podNamespace(o.LeaderElectionNamespace),
+		Service: o.RegistryService, CertDir: o.RegistryTLSCertDir, CAConfigMap: o.RegistryCAConfigMap,
+		Purpose: "mcp-registry",
+		Flags:   webhookcert.Flags{Secret: "--registry-cert-secret", Service: "--registry-service", CertDir: "--registry-tls-cert-dir"},
 	}
 	next, err := webhookcert.Ensure(ctx, c, certCfg, time.Now())
 	if err != nil {

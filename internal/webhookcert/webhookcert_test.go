@@ -1,12 +1,19 @@
 package webhookcert
 
 import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/quartet-dev/quartet-operator/internal/gnmic/certs"
 )
@@ -20,7 +27,7 @@ var (
 
 func mustIssue(t *testing.T, data map[string][]byte, action Action, names []string, at time.Time) map[string][]byte {
 	t.Helper()
-	out, err := issue(data, action, names, at)
+	out, err := issue(data, action, "test-ca", names, at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +110,7 @@ func TestWriteCertDirReplacesBothFiles(t *testing.T) {
 
 // FuzzDecide feeds arbitrary Secret contents: Decide never panics, and whatever it keeps is really usable.
 func FuzzDecide(f *testing.F) {
-	fresh, err := issue(nil, Regenerate, dnsNames, now)
+	fresh, err := issue(nil, Regenerate, "test-ca", dnsNames, now)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -120,4 +127,45 @@ func FuzzDecide(f *testing.F) {
 			t.Fatal("kept a CA that is not valid")
 		}
 	})
+}
+
+// The registry's Config: errors name its own flags, its CA is not the webhook's, and Ensure publishes the CA in the
+// ConfigMap, keeping it current when the CA is replaced and leaving other keys alone.
+func TestRegistryCertificatePublishesItsCA(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	cfg := Config{SecretName: "registry-cert", Namespace: "system", Service: "mcp-registry",
+		CertDir: filepath.Join(t.TempDir(), "registry-certs"), CAConfigMap: "registry-ca", Purpose: "mcp-registry",
+		Flags: Flags{Secret: "--registry-cert-secret", Service: "--registry-service", CertDir: "--registry-tls-cert-dir"}}
+	noDir := cfg
+	noDir.CertDir = ""
+	g.Expect(noDir.Validate()).To(MatchError(ContainSubstring("mcp-registry certificate management needs --registry-tls-cert-dir")))
+
+	c := fake.NewClientBuilder().WithObjects(&corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "system", Name: "registry-ca"}, Data: map[string]string{"other": "kept"}}).Build()
+	_, err := Ensure(ctx, c, cfg, now)
+	g.Expect(err).NotTo(HaveOccurred())
+	secret := &corev1.Secret{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "system", Name: "registry-cert"}, secret)).To(Succeed())
+	cm := &corev1.ConfigMap{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "system", Name: "registry-ca"}, cm)).To(Succeed())
+	g.Expect(cm.Data).To(HaveKeyWithValue(KeyCABundle, string(secret.Data[KeyCACert])))
+	g.Expect(cm.Data).To(HaveKeyWithValue("other", "kept"))
+	block, _ := pem.Decode(secret.Data[KeyCACert])
+	g.Expect(block).NotTo(BeNil())
+	ca, err := x509.ParseCertificate(block.Bytes)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ca.Subject.CommonName).To(Equal("quartet-operator-mcp-registry-ca"))
+	served, err := os.ReadFile(filepath.Join(cfg.CertDir, KeyCert))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(served).To(Equal(secret.Data[KeyCert]))
+
+	// Near the CA's end a new CA is issued; the ConfigMap follows it.
+	firstCA := cm.Data[KeyCABundle]
+	_, err = Ensure(ctx, c, cfg, now.Add(certs.CAValidity*2/3+time.Hour))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(secret), secret)).To(Succeed())
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(cm), cm)).To(Succeed())
+	g.Expect(cm.Data).To(HaveKeyWithValue(KeyCABundle, string(secret.Data[KeyCACert])))
+	g.Expect(cm.Data[KeyCABundle]).NotTo(Equal(firstCA), "a new CA")
 }

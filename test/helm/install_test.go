@@ -54,8 +54,10 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	// Secret made beforehand.
 	vals := map[string]any{
 		"webhook": map[string]any{"certificates": map[string]any{"secretName": installed.CertSecret}},
-		// The Fleet group's credentials; asinstalled.Run serves a local Fleet API behind this Secret.
-		"config": map[string]any{"fleet-credentials-secret": releaseNamespace + "/fleet-credentials"},
+		// The Fleet group's credentials; asinstalled.Run serves a local Fleet API behind this Secret. A registry
+		// writer outside the operator, for the HTTPS write below.
+		"config": map[string]any{"fleet-credentials-secret": releaseNamespace + "/fleet-credentials",
+			"registry-writers": "default/registry-writer"},
 	}
 
 	cfg := helmConfiguration(t)
@@ -79,6 +81,9 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	// The manager as the chart installed it: its ServiceAccount's token, the Secret's certificate, the Deployment's
 	// arguments and environment; the samples reach their steady state and no request is forbidden.
 	m := asinstalled.Run(t, env, installed)
+	// A writer outside the operator registers an agent over HTTPS, trusting only the CA the manager published: the
+	// registry serves TLS with the certificate it issued itself, no cert-manager involved.
+	m.WriteRegistryOverTLS(t, "default", "registry-writer")
 	// The samples went through the webhooks, so the API server trusted the certificate the manager generated: the
 	// caBundle it patched is the CA of the Secret it keeps.
 	certSecret := &corev1.Secret{}

@@ -1,3 +1,9 @@
+// Package mcp is the operator's client for an agent's Model Context Protocol endpoint over Streamable HTTP, built
+// on the official go-sdk client (github.com/modelcontextprotocol/go-sdk), which negotiates every revision the
+// registry accepts: the sessionless 2026-07-28 (server/discover) and, through initialize, 2025-11-25, 2025-06-18
+// and 2025-03-26. What this package adds is what the registry needs around it: a deadline per exchange, a size
+// cap per reply, one connection per conversation (so a Service balancing connections cannot split a session), a
+// session that is always ended, and a bounded tool list.
 package mcp
 
 import (
@@ -7,40 +13,53 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// Protocol revisions the registry accepts. Modern is the sessionless revision; the legacy ones use initialize.
+const (
+	VersionModern   = "2026-07-28"
+	Version20251125 = "2025-11-25"
+	Version20250618 = "2025-06-18"
+	Version20250326 = "2025-03-26"
+)
+
+// acceptedVersions are the revisions a conversation may end up on. 2024-11-05 is not among them: its transport
+// is HTTP+SSE with a separate POST endpoint, which the registry does not speak.
+var acceptedVersions = []string{VersionModern, Version20251125, Version20250618, Version20250326}
 
 // Defaults of the Client's limits.
 const (
 	DefaultCallTimeout      = 5 * time.Second
 	DefaultMaxResponseBytes = 1 << 20
 	DefaultMaxPages         = 20
-	// DefaultDrainTimeout bounds the wait for a server to end an SSE reply stream after our response arrived.
+	// DefaultDrainTimeout bounds the wait for a server to end an SSE reply stream after the reply arrived.
 	DefaultDrainTimeout = 250 * time.Millisecond
 )
 
 // Client talks to agents' MCP endpoints. The zero value is usable; it is safe for concurrent use.
 type Client struct {
-	// HTTP is the client used for every request. Its own Timeout is not relied upon: every exchange gets
-	// CallTimeout through its context.
+	// HTTP is the client whose transport every conversation clones (the dial seam of local runs); its Timeout is
+	// not relied upon: every exchange gets CallTimeout through its context.
 	HTTP *http.Client
-	// CallTimeout bounds each HTTP exchange (not the whole conversation; the caller's context does that).
+	// CallTimeout bounds each exchange: the handshake, each tools/list page, each ping.
 	CallTimeout time.Duration
-	// MaxResponseBytes caps the body of each reply.
+	// MaxResponseBytes caps each reply: a JSON body, or one event of an SSE stream.
 	MaxResponseBytes int64
 	// MaxPages bounds the tools/list pages followed, so a server returning cursors forever cannot hold a worker.
 	MaxPages int
-	// DrainTimeout bounds reading the rest of an SSE reply after the response (DefaultDrainTimeout).
+	// DrainTimeout bounds reading the rest of an SSE reply stream after the reply (DefaultDrainTimeout).
 	DrainTimeout time.Duration
 	// Name and Version identify the operator in clientInfo.
 	Name, Version string
 
-	nextID atomic.Int64
-	// legacy remembers endpoints that did not speak the modern revision, so heartbeats to them skip the
-	// server/discover attempt. Discover always tries the modern path first and refreshes this.
-	legacy sync.Map // endpoint -> legacy version string
+	// legacy remembers endpoints that negotiated an initialize-era revision, so heartbeats to them skip the
+	// server/discover attempt. Discover always tries the modern revision first and refreshes this.
+	legacy sync.Map // endpoint -> version string
 }
 
 // Tool is a tool as listed by tools/list; only the fields the registry publishes are kept.
@@ -65,236 +84,204 @@ type Result struct {
 	Tools            []Tool
 }
 
-// capabilities is the part of the server's capabilities the registry uses.
-type capabilities struct {
-	Tools *struct {
-		ListChanged bool `json:"listChanged"`
-	} `json:"tools,omitempty"`
-}
-
-func (c *capabilities) toolsListChanged() bool {
-	return c != nil && c.Tools != nil && c.Tools.ListChanged
-}
-
-type implementation struct {
-	Name    string `json:"name"`
-	Version string `json:"version"`
-}
-
-type initializeResult struct {
-	ProtocolVersion string          `json:"protocolVersion"`
-	ServerInfo      *implementation `json:"serverInfo,omitempty"`
-	Capabilities    *capabilities   `json:"capabilities,omitempty"`
-}
-
-type discoverResult struct {
-	SupportedVersions []string                   `json:"supportedVersions"`
-	Capabilities      *capabilities              `json:"capabilities,omitempty"`
-	Meta              map[string]json.RawMessage `json:"_meta,omitempty"`
-}
-
-type listToolsResult struct {
-	Tools      []Tool `json:"tools"`
-	NextCursor string `json:"nextCursor,omitempty"`
-}
-
-type unsupportedVersionData struct {
-	Supported []string `json:"supported"`
-	Requested string   `json:"requested"`
-}
-
 // ErrUnsupportedVersion is returned when the server and the client share no protocol revision.
 var ErrUnsupportedVersion = errors.New("mcp: no protocol version in common with the server")
 
 // ErrTooManyPages is returned when tools/list keeps returning cursors past MaxPages.
 var ErrTooManyPages = errors.New("mcp: tools/list exceeded the page limit")
 
-// Discover finds the server's tools. It tries the sessionless revision first (server/discover, then
-// tools/list carrying _meta) and falls back to the initialize handshake when the server does not speak it.
-// A legacy session is always ended with DELETE, also on error.
+// Discover finds the server's tools: the handshake (server/discover, falling back to initialize when the server
+// does not speak the sessionless revision) and tools/list. A session is always ended with DELETE, also on error.
 func (c *Client) Discover(ctx context.Context, endpoint string) (*Result, error) {
-	hc, done := c.conversation()
-	defer done()
-	legacyVersion, res, err := c.tryModern(ctx, hc, endpoint)
-	if err != nil {
-		return nil, err
-	}
-	if res != nil {
-		c.legacy.Delete(endpoint)
-		x := exchange{http: hc, endpoint: endpoint, version: VersionModern, modern: true}
-		if res.Tools, err = c.listTools(ctx, x, true); err != nil {
-			return nil, err
-		}
-		return res, nil
-	}
+	c.legacy.Delete(endpoint)
 	var out *Result
-	err = c.withSession(ctx, hc, endpoint, legacyVersion, func(x exchange, r *Result) error {
-		tools, err := c.listTools(ctx, x, false)
-		r.Tools = tools
-		out = r
+	err := c.conversation(ctx, endpoint, func(v *convo, cs *sdk.ClientSession, res *Result) error {
+		tools, err := v.listTools(ctx, cs)
+		res.Tools, out = tools, res
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return out, err
 }
 
-// Probe is the heartbeat: the cheapest exchange that shows the server answers MCP. On the modern revision it
-// is one server/discover; on a legacy server it is initialize, notifications/initialized and ping inside a
-// session that is then deleted, so no probe leaves a session behind on the server.
+// Probe is the heartbeat: the cheapest exchange that shows the server answers MCP. On the modern revision it is
+// one server/discover; on a legacy server it is initialize, notifications/initialized and ping inside a session
+// that is then deleted, so no probe leaves a session behind on the server.
 func (c *Client) Probe(ctx context.Context, endpoint string) error {
-	hc, done := c.conversation()
-	defer done()
-	if v, ok := c.legacy.Load(endpoint); ok {
-		return c.probeLegacy(ctx, hc, endpoint, v.(string))
-	}
-	legacyVersion, res, err := c.tryModern(ctx, hc, endpoint)
-	if err != nil || res != nil {
-		return err
-	}
-	return c.probeLegacy(ctx, hc, endpoint, legacyVersion)
-}
-
-// conversation returns the HTTP client of one Discover or Probe: a copy of the Client's transport allowed
-// one connection, so that initialize, the requests in the session and its DELETE all travel over the same TCP
-// connection. Behind a ClusterIP Service (balanced per connection) they then reach the same pod, which is the
-// only one that knows the session. done closes the connection. A custom RoundTripper is used as it is.
-func (c *Client) conversation() (*http.Client, func()) {
-	base := c.httpClient()
-	var t *http.Transport
-	switch rt := base.Transport.(type) {
-	case nil:
-		t = http.DefaultTransport.(*http.Transport).Clone()
-	case *http.Transport:
-		t = rt.Clone()
-	default:
-		return base, func() {}
-	}
-	t.MaxConnsPerHost, t.MaxIdleConnsPerHost, t.DisableKeepAlives = 1, 1, false
-	hc := *base
-	hc.Transport = t
-	return &hc, t.CloseIdleConnections
+	return c.conversation(ctx, endpoint, func(v *convo, cs *sdk.ClientSession, res *Result) error {
+		if res.Modern {
+			return nil
+		}
+		return v.exchange(ctx, "ping", func(ctx context.Context) error { return cs.Ping(ctx, nil) })
+	})
 }
 
 // Forget drops what the client remembers about an endpoint (called when the agent is deregistered).
 func (c *Client) Forget(endpoint string) { c.legacy.Delete(endpoint) }
 
-func (c *Client) probeLegacy(ctx context.Context, hc *http.Client, endpoint, version string) error {
-	return c.withSession(ctx, hc, endpoint, version, func(x exchange, _ *Result) error {
-		_, err := c.call(ctx, x, "ping", struct{}{}, nil)
+// conversation connects over a transport of its own, allowed one connection, runs fn and closes the session
+// (DELETE of a legacy session). Behind a ClusterIP Service, balanced per connection, every request of the
+// conversation then reaches the pod that knows the session.
+func (c *Client) conversation(ctx context.Context, endpoint string, fn func(*convo, *sdk.ClientSession, *Result) error) (err error) {
+	hc, caps, done := c.oneConnection()
+	defer done()
+	v := &convo{c: c, caps: caps}
+	defer v.end()
+	cs, res, err := v.connect(ctx, endpoint, hc, nil, true)
+	if err != nil {
+		return caps.explain(err)
+	}
+	defer func() {
+		if errors.Is(err, context.DeadlineExceeded) {
+			caps.abort()
+		}
+		if cerr := c.close(cs, caps); cerr != nil && err == nil {
+			err = fmt.Errorf("mcp: ending the session: %w", cerr)
+		}
+	}()
+	return caps.explain(fn(v, cs, res))
+}
+
+// close ends the session (DELETE of a legacy one) within one CallTimeout: the SDK allows the DELETE five
+// seconds, and a server whose handler still hangs may hold it that long. Past the deadline the conversation's
+// connections are closed, which ends the DELETE.
+func (c *Client) close(cs *sdk.ClientSession, caps *limits) error {
+	closed := make(chan error, 1)
+	go func() { closed <- cs.Close() }()
+	timer := time.NewTimer(c.callTimeout())
+	defer timer.Stop()
+	select {
+	case err := <-closed:
+		return err
+	case <-timer.C:
+		caps.abort()
+		return <-closed
+	}
+}
+
+// convo holds the deadlines of one conversation's exchanges until it ends. An exchange's context is also its HTTP
+// request's: cancelling it as soon as the SDK returned the reply would cut the rest of the reply stream, which
+// the SDK still reads, and with it the one connection — the next request would open another one, possibly to
+// another pod behind the Service.
+type convo struct {
+	c       *Client
+	caps    *limits
+	mu      sync.Mutex
+	cancels []context.CancelFunc
+}
+
+// end releases every exchange's deadline.
+func (v *convo) end() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, cancel := range v.cancels {
+		cancel()
+	}
+	v.cancels = nil
+}
+
+// connect runs the handshake within one CallTimeout and checks the negotiated revision.
+func (v *convo) connect(ctx context.Context, endpoint string, hc *http.Client, opts *sdk.ClientOptions,
+	noStream bool) (*sdk.ClientSession, *Result, error) {
+	c := v.c
+	if opts == nil {
+		opts = &sdk.ClientOptions{}
+	}
+	// The registry offers no client features: no roots, sampling or elicitation.
+	opts.Capabilities = &sdk.ClientCapabilities{}
+	client := sdk.NewClient(c.info(), opts)
+	transport := &sdk.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc,
+		// The caller reconnects (a listener opens a new stream); the SDK's own retries would outlive its deadline.
+		MaxRetries: -1,
+		// Discover and Probe want no server-initiated messages, and the GET stream would hold the one connection.
+		DisableStandaloneSSE: noStream,
+		// The transport's capReader enforces MaxResponseBytes per event with an error of its own.
+		MaxEventSize: -1}
+	var sessionOpts *sdk.ClientSessionOptions
+	if known, ok := c.legacy.Load(endpoint); ok {
+		// Known to be legacy: straight to initialize, no server/discover first.
+		sessionOpts = &sdk.ClientSessionOptions{ProtocolVersion: known.(string)}
+	}
+	var cs *sdk.ClientSession
+	err := v.exchange(ctx, "handshake", func(ctx context.Context) error {
+		var err error
+		cs, err = client.Connect(ctx, transport, sessionOpts)
 		return err
 	})
-}
-
-// tryModern sends server/discover. It returns a Result when the server speaks the modern revision; otherwise
-// the legacy version to offer in initialize. Errors are returned only when falling back makes no sense
-// (transport failure, 5xx): a 4xx or a JSON-RPC error without a modern body means "not a modern server".
-func (c *Client) tryModern(ctx context.Context, hc *http.Client, endpoint string) (string, *Result, error) {
-	x := exchange{http: hc, endpoint: endpoint, version: VersionModern, modern: true}
-	var dr discoverResult
-	hdr, err := c.call(ctx, x, "server/discover", map[string]any{"_meta": c.meta()}, &dr)
-	if sid := hdr.Get(headerSessionID); sid != "" {
-		// The modern revision has no sessions; a server that opened one anyway gets it ended right away.
-		_ = c.deleteSession(exchange{http: hc, endpoint: endpoint, sessionID: sid})
-	}
-	if err == nil {
-		if slices.Contains(dr.SupportedVersions, VersionModern) {
-			res := &Result{ProtocolVersion: VersionModern, Modern: true, ToolsListChanged: dr.Capabilities.toolsListChanged()}
-			var info implementation
-			if raw, ok := dr.Meta[metaServerInfo]; ok && json.Unmarshal(raw, &info) == nil {
-				res.ServerName, res.ServerVersion = info.Name, info.Version
-			}
-			return "", res, nil
+	if err != nil {
+		if strings.Contains(err.Error(), "unsupported protocol version") {
+			return nil, nil, fmt.Errorf("%w: %w", ErrUnsupportedVersion, err)
 		}
-		return c.pickLegacy(endpoint, dr.SupportedVersions), nil, nil
+		return nil, nil, err
 	}
-	var herr *HTTPError
-	var rerr *RPCError
-	switch {
-	case errors.As(err, &herr) && herr.RPC != nil && herr.RPC.Code == CodeUnsupportedProtocolVersion:
-		// A modern error body: the server names what it supports, negotiate from that list.
-		var data unsupportedVersionData
-		_ = json.Unmarshal(herr.RPC.Data, &data)
-		return c.pickLegacy(endpoint, data.Supported), nil, nil
-	case errors.As(err, &herr) && herr.Status >= 400 && herr.Status <= 499:
-		return c.pickLegacy(endpoint, nil), nil, nil
-	case errors.As(err, &rerr):
-		// A JSON-RPC error in a 200 reply (method not found, not initialized): a server of an older revision.
-		return c.pickLegacy(endpoint, nil), nil, nil
-	}
-	return "", nil, err
-}
-
-// pickLegacy chooses the initialize version: the newest one both sides name, else our newest (the server
-// then answers with its own and initialize decides).
-func (c *Client) pickLegacy(endpoint string, serverSupports []string) string {
-	v := legacyVersions[0]
-	for _, ours := range legacyVersions {
-		if slices.Contains(serverSupports, ours) {
-			v = ours
-			break
+	ir := cs.InitializeResult()
+	if ir == nil || !slices.Contains(acceptedVersions, ir.ProtocolVersion) {
+		_ = cs.Close()
+		got := ""
+		if ir != nil {
+			got = ir.ProtocolVersion
 		}
+		return nil, nil, fmt.Errorf("%w: server answered %q", ErrUnsupportedVersion, got)
 	}
-	c.legacy.Store(endpoint, v)
-	return v
-}
-
-// withSession runs initialize → notifications/initialized → fn, and always DELETEs the session afterwards.
-func (c *Client) withSession(ctx context.Context, hc *http.Client, endpoint, version string, fn func(exchange, *Result) error) (err error) {
-	x := exchange{http: hc, endpoint: endpoint}
-	var ir initializeResult
-	params := map[string]any{
-		"protocolVersion": version,
-		"capabilities":    map[string]any{},
-		"clientInfo":      c.info(),
-	}
-	hdr, callErr := c.call(ctx, x, "initialize", params, &ir)
-	if hdr != nil {
-		x.sessionID = hdr.Get(headerSessionID)
-	}
-	if x.sessionID != "" {
-		defer func() {
-			if derr := c.deleteSession(x); derr != nil && err == nil {
-				err = derr
-			}
-		}()
-	}
-	if callErr != nil {
-		return callErr
-	}
-	if !slices.Contains(legacyVersions, ir.ProtocolVersion) {
-		return fmt.Errorf("%w: server answered %q", ErrUnsupportedVersion, ir.ProtocolVersion)
-	}
-	x.version = ir.ProtocolVersion
-	c.legacy.Store(endpoint, ir.ProtocolVersion)
-	if err := c.notify(ctx, x, "notifications/initialized"); err != nil {
-		return err
-	}
-	res := &Result{ProtocolVersion: ir.ProtocolVersion, ToolsListChanged: ir.Capabilities.toolsListChanged()}
+	res := &Result{ProtocolVersion: ir.ProtocolVersion, Modern: ir.ProtocolVersion == VersionModern,
+		ToolsListChanged: ir.Capabilities != nil && ir.Capabilities.Tools != nil && ir.Capabilities.Tools.ListChanged}
 	if ir.ServerInfo != nil {
 		res.ServerName, res.ServerVersion = ir.ServerInfo.Name, ir.ServerInfo.Version
 	}
-	return fn(x, res)
+	if res.Modern {
+		c.legacy.Delete(endpoint)
+	} else {
+		c.legacy.Store(endpoint, ir.ProtocolVersion)
+	}
+	return cs, res, nil
 }
 
-// listTools follows nextCursor up to MaxPages pages.
-func (c *Client) listTools(ctx context.Context, x exchange, modern bool) ([]Tool, error) {
+// exchange runs one exchange under CallTimeout; a timeout is reported as such whatever the SDK made of it.
+func (v *convo) exchange(ctx context.Context, what string, fn func(context.Context) error) error {
+	callCtx, cancel := context.WithTimeout(ctx, v.c.callTimeout())
+	v.mu.Lock()
+	v.cancels = append(v.cancels, cancel)
+	v.mu.Unlock()
+	// A deadline passing while the SDK still waits closes the connections: some of its waits (a request of the
+	// handshake to a server that accepted the connection and never answers) do not end with the context.
+	refused := make(chan struct{})
+	stop := context.AfterFunc(callCtx, func() { v.caps.refuse(); close(refused) })
+	err := fn(callCtx)
+	if !stop() {
+		<-refused
+		v.caps.allow()
+	}
+	if err != nil && callCtx.Err() != nil && !errors.Is(err, callCtx.Err()) {
+		return fmt.Errorf("mcp: %s: %w (%v)", what, callCtx.Err(), err)
+	}
+	if err != nil {
+		return fmt.Errorf("mcp: %s: %w", what, err)
+	}
+	return nil
+}
+
+// listTools follows nextCursor up to MaxPages pages, each page its own exchange.
+func (v *convo) listTools(ctx context.Context, cs *sdk.ClientSession) ([]Tool, error) {
 	var tools []Tool
 	cursor := ""
-	for range c.maxPages() {
-		params := map[string]any{}
-		if cursor != "" {
-			params["cursor"] = cursor
-		}
-		if modern {
-			params["_meta"] = c.meta()
-		}
-		var page listToolsResult
-		if _, err := c.call(ctx, x, "tools/list", params, &page); err != nil {
+	for range v.c.maxPages() {
+		var page *sdk.ListToolsResult
+		err := v.exchange(ctx, "tools/list", func(ctx context.Context) error {
+			var err error
+			page, err = cs.ListTools(ctx, &sdk.ListToolsParams{Cursor: cursor})
+			return err
+		})
+		if err != nil {
 			return nil, err
 		}
-		tools = append(tools, page.Tools...)
+		for _, t := range page.Tools {
+			tool := Tool{Name: t.Name, Title: t.Title, Description: t.Description}
+			if t.InputSchema != nil {
+				if tool.InputSchema, err = json.Marshal(t.InputSchema); err != nil {
+					return nil, fmt.Errorf("mcp: tool %q: encoding its input schema: %w", t.Name, err)
+				}
+			}
+			tools = append(tools, tool)
+		}
 		if page.NextCursor == "" {
 			return tools, nil
 		}
@@ -303,15 +290,7 @@ func (c *Client) listTools(ctx context.Context, x exchange, modern bool) ([]Tool
 	return nil, ErrTooManyPages
 }
 
-func (c *Client) meta() map[string]any {
-	return map[string]any{
-		metaProtocolVersion:    VersionModern,
-		metaClientInfo:         c.info(),
-		metaClientCapabilities: map[string]any{},
-	}
-}
-
-func (c *Client) info() implementation {
+func (c *Client) info() *sdk.Implementation {
 	name, version := c.Name, c.Version
 	if name == "" {
 		name = "quartet-operator"
@@ -319,14 +298,7 @@ func (c *Client) info() implementation {
 	if version == "" {
 		version = "dev"
 	}
-	return implementation{Name: name, Version: version}
-}
-
-func (c *Client) httpClient() *http.Client {
-	if c.HTTP != nil {
-		return c.HTTP
-	}
-	return http.DefaultClient
+	return &sdk.Implementation{Name: name, Version: version}
 }
 
 func (c *Client) callTimeout() time.Duration {

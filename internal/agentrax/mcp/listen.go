@@ -1,13 +1,17 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // DefaultListenMaxAge bounds one notification stream: a stream older than this is closed and the caller opens
@@ -15,14 +19,8 @@ import (
 // notifications for longer than this, and it moves the stream to another replica now and then.
 const DefaultListenMaxAge = 5 * time.Minute
 
-// Methods of the notifications the listener reads.
-const (
-	methodToolsListChanged         = "notifications/tools/list_changed"
-	methodSubscriptionAcknowledged = "notifications/subscriptions/acknowledged"
-)
-
 // ErrListChangedNotOffered is returned by ListenToolChanges when the server does not announce
-// capabilities.tools.listChanged (or does not acknowledge the subscription): only polling finds its changes.
+// capabilities.tools.listChanged (or offers no stream to send it on): only polling finds its changes.
 var ErrListChangedNotOffered = errors.New("mcp: the server does not offer notifications/tools/list_changed")
 
 // ListenToolChanges holds one stream on which the server sends notifications/tools/list_changed and calls
@@ -30,9 +28,9 @@ var ErrListChangedNotOffered = errors.New("mcp: the server does not offer notifi
 // (DefaultListenMaxAge when zero) passed — and the caller opens a new one; ctx ending also returns nil.
 //
 // Like Discover, it is one conversation over one connection (a Service balancing connections cannot split the
-// session). On a legacy revision it is initialize, notifications/initialized and the session's GET stream,
-// with the session DELETEd at the end; on the sessionless revision it is server/discover and a
-// subscriptions/listen request whose reply stream stays open. Each event is capped at MaxResponseBytes.
+// session). On a legacy revision it is initialize, notifications/initialized and the session's GET stream, with
+// the session DELETEd at the end; on the sessionless revision it is server/discover and a subscriptions/listen
+// request whose reply stream stays open (the SDK sends both). Each event is capped at MaxResponseBytes.
 func (c *Client) ListenToolChanges(ctx context.Context, endpoint string, maxAge time.Duration, changed func()) error {
 	if maxAge <= 0 {
 		maxAge = DefaultListenMaxAge
@@ -40,25 +38,37 @@ func (c *Client) ListenToolChanges(ctx context.Context, endpoint string, maxAge 
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, maxAge)
 	defer cancel()
-	hc, done := c.conversation()
+	hc, caps, done := c.oneConnection()
 	defer done()
-	legacyVersion, res, err := c.tryModern(ctx, hc, endpoint)
-	switch {
-	case err != nil:
-		return endOfStream(parent, err)
-	case res != nil && !res.ToolsListChanged:
-		return ErrListChangedNotOffered
-	case res != nil:
-		x := exchange{http: hc, endpoint: endpoint, version: VersionModern, modern: true}
-		return endOfStream(parent, c.listenModern(ctx, x, changed))
+	stream := &heldStream{next: hc.Transport}
+	hc.Transport = stream
+	opts := &sdk.ClientOptions{ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { changed() }}
+	v := &convo{c: c, caps: caps}
+	defer v.end()
+	cs, res, err := v.connect(ctx, endpoint, hc, opts, false)
+	if err != nil {
+		stream.abort()
+		return endOfStream(parent, caps.explain(err))
 	}
-	err = c.withSession(ctx, hc, endpoint, legacyVersion, func(x exchange, r *Result) error {
-		if !r.ToolsListChanged {
-			return ErrListChangedNotOffered
-		}
-		return c.listenLegacy(ctx, x, changed)
-	})
-	return endOfStream(parent, err)
+	if !res.ToolsListChanged {
+		stream.abort()
+		_ = c.close(cs, caps)
+		return ErrListChangedNotOffered
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- cs.Wait() }()
+	select {
+	case <-ctx.Done():
+		err = nil
+	case err = <-ended:
+	}
+	// The stream goes first: it holds the conversation's one connection, which the DELETE then needs.
+	stream.abort()
+	_ = c.close(cs, caps)
+	if stream.notOffered.Load() {
+		return ErrListChangedNotOffered
+	}
+	return endOfStream(parent, caps.explain(err))
 }
 
 // endOfStream turns the end of a stream by its own deadline or by the caller into nil: both are normal ends.
@@ -72,110 +82,101 @@ func endOfStream(parent context.Context, err error) error {
 	return err
 }
 
-// listenLegacy opens the session's GET stream, where a legacy server sends what is not the reply to a request.
-func (c *Client) listenLegacy(ctx context.Context, x exchange, changed func()) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, x.endpoint, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set(headerSessionID, x.sessionID)
-	if v := versionHeader(x.version); v != "" {
-		req.Header.Set(headerProtocolVersion, v)
-	}
-	resp, err := x.client(c).Do(req)
-	if err != nil {
-		return fmt.Errorf("mcp: GET stream: %w", err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode == http.StatusMethodNotAllowed {
-		// The transport allows a server to offer no GET stream; it then has nowhere to send the notification.
-		return ErrListChangedNotOffered
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return readHTTPError("GET stream", resp, &capReader{r: resp.Body, left: c.maxResponseBytes()})
-	}
-	if mediaType(resp.Header.Get("Content-Type")) != "text/event-stream" {
-		return fmt.Errorf("mcp: GET stream: unexpected Content-Type %q", resp.Header.Get("Content-Type"))
-	}
-	return c.readNotifications(resp.Body, changed, nil)
+// heldStream keeps a legacy conversation on one connection. The SDK opens the session's GET stream as soon as
+// initialize is answered, before it sends notifications/initialized; on a single connection that POST would wait
+// for the stream for ever. So the GET is answered at once with a stream of our own, and the real GET is sent
+// once notifications/initialized went through, on the same connection, its events copied into that stream.
+type heldStream struct {
+	next http.RoundTripper
+
+	mu          sync.Mutex
+	initialized chan struct{}
+	cancels     []context.CancelFunc
+	// notOffered is set when the server refuses the GET stream (405: the transport allows a server without one).
+	notOffered atomic.Bool
 }
 
-// listenModern sends subscriptions/listen for tool list changes; the reply is a stream that stays open, whose
-// first event acknowledges what the server will send.
-func (c *Client) listenModern(ctx context.Context, x exchange, changed func()) error {
-	id := c.nextID.Add(1)
-	params := map[string]any{"_meta": c.meta(), "notifications": map[string]any{"toolsListChanged": true}}
-	body, err := json.Marshal(rpcRequest{JSONRPC: "2.0", ID: &id, Method: "subscriptions/listen", Params: params})
-	if err != nil {
-		return err
+func (h *heldStream) initializedCh() chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.initialized == nil {
+		h.initialized = make(chan struct{})
 	}
-	resp, err := c.post(ctx, x, "subscriptions/listen", body)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return readHTTPError("subscriptions/listen", resp, &capReader{r: resp.Body, left: c.maxResponseBytes()})
-	}
-	if mediaType(resp.Header.Get("Content-Type")) != "text/event-stream" {
-		// A JSON reply is the end of the subscription (or an error), not a stream.
-		msg, err := readResponse(resp, &capReader{r: resp.Body, left: c.maxResponseBytes()}, id)
-		if err == nil && msg.Error != nil {
-			err = msg.Error
-		}
-		return err
-	}
-	return c.readNotifications(resp.Body, changed, acknowledgedToolsListChanged)
+	return h.initialized
 }
 
-// acknowledgedToolsListChanged checks the params of notifications/subscriptions/acknowledged: the server
-// agreed to send tool list changes.
-func acknowledgedToolsListChanged(params json.RawMessage) error {
-	var p struct {
-		Notifications struct {
-			ToolsListChanged bool `json:"toolsListChanged"`
-		} `json:"notifications"`
+func (h *heldStream) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodGet {
+		return h.deferGET(req), nil
 	}
-	if json.Unmarshal(params, &p) != nil || !p.Notifications.ToolsListChanged {
-		return ErrListChangedNotOffered
-	}
-	return nil
-}
-
-// readNotifications calls changed for each notifications/tools/list_changed on the stream, and acknowledged
-// (when set) for the subscription's acknowledgement. Anything else (other notifications, the reply that ends a
-// subscription, server requests the registry does not answer) is skipped.
-func (c *Client) readNotifications(body io.Reader, changed func(), acknowledged func(json.RawMessage) error) error {
-	limit := c.maxResponseBytes()
-	return scanSSE(body, func(data []byte) (bool, error) {
-		if int64(len(data)) > limit {
-			return false, ErrResponseTooLarge
-		}
-		method, params, err := notification(data)
+	isInitialized := false
+	if req.Method == http.MethodPost && req.Body != nil {
+		body, err := io.ReadAll(req.Body)
+		_ = req.Body.Close()
 		if err != nil {
-			return false, err
+			return nil, err
 		}
-		switch method {
-		case methodToolsListChanged:
-			changed()
-		case methodSubscriptionAcknowledged:
-			if acknowledged != nil {
-				return false, acknowledged(params)
-			}
+		isInitialized = bytes.Contains(body, []byte(`"notifications/initialized"`))
+		req = req.Clone(req.Context())
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	resp, err := h.next.RoundTrip(req)
+	if isInitialized {
+		ch := h.initializedCh()
+		h.mu.Lock()
+		select {
+		case <-ch:
+		default:
+			close(ch)
 		}
-		return false, nil
-	})
+		h.mu.Unlock()
+	}
+	return resp, err
 }
 
-// notification decodes one stream event: its method ("" for a reply) and params.
-func notification(data []byte) (string, json.RawMessage, error) {
-	var msg struct {
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params"`
+// deferGET answers the GET with a pipe and sends it for real once the session is initialized.
+func (h *heldStream) deferGET(req *http.Request) *http.Response {
+	ctx, cancel := context.WithCancel(req.Context())
+	h.mu.Lock()
+	h.cancels = append(h.cancels, cancel)
+	h.mu.Unlock()
+	pr, pw := io.Pipe()
+	go func() {
+		select {
+		case <-h.initializedCh():
+		case <-ctx.Done():
+			_ = pw.CloseWithError(ctx.Err())
+			return
+		}
+		resp, err := h.next.RoundTrip(req.Clone(ctx))
+		if err != nil {
+			_ = pw.CloseWithError(err)
+			return
+		}
+		defer func() { _ = resp.Body.Close() }()
+		if resp.StatusCode == http.StatusMethodNotAllowed {
+			h.notOffered.Store(true)
+			_ = pw.CloseWithError(ErrListChangedNotOffered)
+			return
+		}
+		if resp.StatusCode < 200 || resp.StatusCode > 299 {
+			_ = pw.CloseWithError(fmt.Errorf("mcp: GET stream: HTTP %d", resp.StatusCode))
+			return
+		}
+		_, err = io.Copy(pw, resp.Body)
+		_ = pw.CloseWithError(err)
+	}()
+	return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: pr, Request: req}
+}
+
+// abort ends every GET stream, real or still waiting, freeing the connection.
+func (h *heldStream) abort() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, cancel := range h.cancels {
+		cancel()
 	}
-	if err := json.Unmarshal(data, &msg); err != nil {
-		return "", nil, fmt.Errorf("mcp: decoding stream event: %w", err)
-	}
-	return msg.Method, msg.Params, nil
+	h.cancels = nil
 }

@@ -72,6 +72,8 @@ type Manager struct {
 	// apiAddr is where the running manager serves the TargetSource refresh API (its --api-bind-address, made
 	// local).
 	apiAddr string
+	// registryAddr is where it serves the MCP registry (its --registry-bind-address, made local).
+	registryAddr string
 }
 
 // Run starts the manager as installed (Start), applies the samples, waits for their steady state and checks the
@@ -189,16 +191,22 @@ func (m *Manager) start(t *testing.T, name string) {
 	m.env.Cluster.Router.Route(testenv.ServicePort{Namespace: m.in.Namespace, Name: m.in.WebhookService, Port: 443},
 		fmt.Sprintf("127.0.0.1:%d", ports[0]))
 	m.apiAddr = fmt.Sprintf("127.0.0.1:%d", ports[4])
-	args = overrideArgs(args, map[string]string{
+	m.registryAddr = fmt.Sprintf("127.0.0.1:%d", ports[3])
+	overrides := map[string]string{
 		"webhook-port":              strconv.Itoa(ports[0]),
 		"webhook-cert-dir":          certDir,
 		"metrics-bind-address":      fmt.Sprintf("127.0.0.1:%d", ports[1]),
 		"health-probe-bind-address": fmt.Sprintf("127.0.0.1:%d", ports[2]),
-		"registry-bind-address":     fmt.Sprintf("127.0.0.1:%d", ports[3]),
+		"registry-bind-address":     m.registryAddr,
 		"api-bind-address":          m.apiAddr,
 		// In a pod, controller-runtime reads the namespace from the mounted ServiceAccount; a local process is told.
 		"leader-election-namespace": m.in.Namespace,
-	})
+	}
+	// The registry's certificate directory, when the Deployment names one: a path of this run, not the pod's /tmp.
+	if _, err := flagValue(args, "registry-tls-cert-dir"); err == nil {
+		overrides["registry-tls-cert-dir"] = filepath.Join(dir, "registry-certs")
+	}
+	args = overrideArgs(args, overrides)
 	processEnv = append(processEnv, "KUBECONFIG="+kubeconfig, "QUARTET_DEV_DIAL_MAP="+m.devDial)
 	m.Process, err = m.env.Cluster.Run(name, processEnv, m.binary, args...)
 	g.Expect(err).NotTo(gomega.HaveOccurred())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,6 +23,18 @@ import (
 // to that Service port to the running manager's refresh API. It returns the Service port, for a request through
 // the API server's service proxy.
 func (m *Manager) RouteRefreshService(ctx context.Context, service string) (testenv.ServicePort, error) {
+	port, err := m.servicePortOf(ctx, service, "api-bind-address", "")
+	if err != nil {
+		return testenv.ServicePort{}, err
+	}
+	m.env.Cluster.Router.Route(port, m.apiAddr)
+	return port, nil
+}
+
+// servicePortOf is the port of the installer's Service that leads to the listener the manager's flag (a listen
+// address; def when the Deployment does not pass it) starts: the Service selects the manager's pods and that
+// port's target is the flag's container port.
+func (m *Manager) servicePortOf(ctx context.Context, service, flag, def string) (testenv.ServicePort, error) {
 	dep := &appsv1.Deployment{}
 	if err := m.env.Client.Get(ctx, client.ObjectKey{Namespace: m.in.Namespace, Name: m.in.Deployment}, dep); err != nil {
 		return testenv.ServicePort{}, err
@@ -30,7 +43,11 @@ func (m *Manager) RouteRefreshService(ctx context.Context, service string) (test
 	if container == nil {
 		return testenv.ServicePort{}, fmt.Errorf("deployment %s has no container named manager", m.in.Deployment)
 	}
-	listen, err := flagPort(container.Args, "api-bind-address")
+	args := container.Args
+	if _, err := flagValue(args, flag); err != nil && def != "" {
+		args = append(slices.Clone(args), "--"+flag+"="+def)
+	}
+	listen, err := flagPort(args, flag)
 	if err != nil {
 		return testenv.ServicePort{}, err
 	}
@@ -47,37 +64,42 @@ func (m *Manager) RouteRefreshService(ctx context.Context, service string) (test
 		if err != nil {
 			return testenv.ServicePort{}, fmt.Errorf("service %s port %d: %w", service, p.Port, err)
 		}
-		if target != listen {
-			continue
+		if target == listen {
+			return testenv.ServicePort{Namespace: m.in.Namespace, Name: service, Port: p.Port}, nil
 		}
-		port := testenv.ServicePort{Namespace: m.in.Namespace, Name: service, Port: p.Port}
-		m.env.Cluster.Router.Route(port, m.apiAddr)
-		return port, nil
 	}
-	return testenv.ServicePort{}, fmt.Errorf("no port of service %s leads to the manager's --api-bind-address port %d", service, listen)
+	return testenv.ServicePort{}, fmt.Errorf("no port of service %s leads to the manager's --%s port %d", service, flag, listen)
 }
 
-// flagPort reads the port of a listen-address flag (--name=host:port or --name host:port).
-func flagPort(args []string, name string) (int32, error) {
+// flagValue reads a flag's value (--name=value or --name value).
+func flagValue(args []string, name string) (string, error) {
 	for i, a := range args {
 		value, ok := strings.CutPrefix(a, "--"+name+"=")
 		if !ok && a == "--"+name && i+1 < len(args) {
 			value, ok = args[i+1], true
 		}
-		if !ok {
-			continue
+		if ok {
+			return value, nil
 		}
-		_, port, err := net.SplitHostPort(value)
-		if err != nil {
-			return 0, fmt.Errorf("--%s=%q: %w", name, value, err)
-		}
-		n, err := strconv.ParseInt(port, 10, 32)
-		if err != nil {
-			return 0, fmt.Errorf("--%s=%q: %w", name, value, err)
-		}
-		return int32(n), nil
 	}
-	return 0, fmt.Errorf("the manager is not started with --%s", name)
+	return "", fmt.Errorf("the manager is not started with --%s", name)
+}
+
+// flagPort reads the port of a listen-address flag (--name=host:port or --name host:port).
+func flagPort(args []string, name string) (int32, error) {
+	value, err := flagValue(args, name)
+	if err != nil {
+		return 0, err
+	}
+	_, port, err := net.SplitHostPort(value)
+	if err != nil {
+		return 0, fmt.Errorf("--%s=%q: %w", name, value, err)
+	}
+	n, err := strconv.ParseInt(port, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("--%s=%q: %w", name, value, err)
+	}
+	return int32(n), nil
 }
 
 // containerPort resolves a Service target port (a number, or a container port's name) against the container.
