@@ -93,7 +93,7 @@ func templatize(obj map[string]any, webhooks webhookNames) (*template, error) {
 		// Annotations such as a cloud workload identity's. The name stays: the ClusterRoleBindings and the
 		// escalation guard name this ServiceAccount, so the chart neither renames it nor uses another.
 		if strings.HasSuffix(name(obj), "-controller-manager") {
-			mapAt(mapAt(obj, "metadata"), "annotations")[t.Block(withToYaml(".Values.serviceAccount.annotations", ""))] = ""
+			mapAt(obj, "metadata")[t.Block(withToYaml(".Values.serviceAccount.annotations", "annotations"))] = ""
 		}
 	case "ClusterRoleBinding":
 		// OpenShift's cluster Prometheus may read the metrics only when the chart is told to set monitoring up.

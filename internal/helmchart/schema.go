@@ -43,7 +43,7 @@ type object = map[string]any
 // openObjects are values passed through to Kubernetes fields as they are; the API server validates them.
 var openObjects = map[string]bool{
 	"resources": true, "podSecurityContext": true, "securityContext": true, "affinity": true,
-	"podAnnotations": true, "podLabels": true, "nodeSelector": true, "labels": true,
+	"podAnnotations": true, "podLabels": true, "nodeSelector": true, "labels": true, "annotations": true,
 }
 
 // enums are the values with a fixed set of choices.
