@@ -154,7 +154,7 @@ func nameOutput(ns, output string, uses []outputUse, recorded []gnmicv1alpha1.Ou
 				break
 			}
 		}
-		for n := 2; name == ""; n++ { // only if a digest repeats among recorded names of other lists
+		for n := 2; name == ""; n++ { // only when another list holds the digest-suffixed name (a digest collision)
 			if c := last + "-" + strconv.Itoa(n); !taken[c] {
 				name = c
 			}
