@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -130,6 +131,9 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 	}
 	p := plan.Build(snap)
+	if err := r.recordOutputInstances(ctx, c, before, p.OutputInstances); err != nil {
+		return ctrl.Result{}, err
+	}
 	if pushErr == nil && wait == 0 {
 		graceLeft, pushErr = r.sync(ctx, c, snap, p, tls)
 		if pushErr == nil && meta.IsStatusConditionTrue(c.Status.Conditions, gnmicv1alpha1.ClusterConditionConfigApplied) {
@@ -268,6 +272,28 @@ func (r *ClusterReconciler) sync(ctx context.Context, c *gnmicv1alpha1.Cluster, 
 		return 0, errors.Join(pushErr, err)
 	}
 	return graceLeft, pushErr
+}
+
+// recordOutputInstances writes the plan's output instances (the names the collectors are about to run) into
+// status.outputInstances before anything is pushed, so the next plans derive their names from what the
+// collectors hold. The write has the resourceVersion as precondition: the names were derived from the recorded
+// ones, and a reconcile reading a cache older than the previous reconcile's write would otherwise push (and
+// record) names derived from stale records; it gets 409 and is retried on the newer object. before is the
+// stored object (without this pass's unsaved status changes) and follows the write, so the final status patch
+// neither repeats it nor carries a resourceVersion.
+func (r *ClusterReconciler) recordOutputInstances(ctx context.Context, c, before *gnmicv1alpha1.Cluster, instances []gnmicv1alpha1.OutputInstance) error {
+	if len(instances) == 0 && len(c.Status.OutputInstances) == 0 || equality.Semantic.DeepEqual(c.Status.OutputInstances, instances) {
+		return nil
+	}
+	stored := before.DeepCopy()
+	stored.Status.OutputInstances = slices.Clone(instances)
+	if err := kube.PatchStatusIfChangedOptimistic(ctx, r.Client, before, stored); err != nil {
+		return fmt.Errorf("recording output instances: %w", err)
+	}
+	before.Status.OutputInstances = slices.Clone(instances)
+	c.Status.OutputInstances = slices.Clone(instances)
+	before.ResourceVersion, c.ResourceVersion = stored.ResourceVersion, stored.ResourceVersion
+	return nil
 }
 
 // Invalidate forgets what was applied to a pod, so the next reconcile sends its plan again.

@@ -56,7 +56,8 @@ func recordClusterGauges(c *gnmicv1alpha1.Cluster) {
 // snapshot reads everything the plan needs from the Cluster's namespace.
 func (r *ClusterReconciler) snapshot(ctx context.Context, c *gnmicv1alpha1.Cluster) (plan.Snapshot, error) {
 	ns := client.InNamespace(c.Namespace)
-	s := plan.Snapshot{CollectorImage: c.Spec.Image, ReservedPorts: []int32{c.RestPort()}, ClientCert: clientCertFiles(c)}
+	s := plan.Snapshot{CollectorImage: c.Spec.Image, ReservedPorts: []int32{c.RestPort()}, ClientCert: clientCertFiles(c),
+		OutputInstances: c.Status.OutputInstances}
 	if c.Spec.API != nil && c.Spec.API.GNMIPort != 0 {
 		s.ReservedPorts = append(s.ReservedPorts, c.Spec.API.GNMIPort)
 	}

@@ -206,6 +206,23 @@ type CollectorPodStatus struct {
 	Message string `json:"message,omitempty"`
 }
 
+// MaxOutputInstances bounds ClusterStatus.OutputInstances (its CRD MaxItems): a plan with more outputs records the
+// first ones by name only.
+const MaxOutputInstances = 512
+
+// OutputInstance is one gNMIc output of a Cluster's collectors, recorded so that its name stays the same across plans.
+type OutputInstance struct {
+	// Name is the gNMIc output name: namespace/output, or namespace/pipeline/output for an instance split off because
+	// the Output's Pipelines apply different output processors (namespace/pipeline/output/<digest> when that is taken).
+	Name string `json:"name"`
+	// Output is the name of the Output it comes from (in the namespace that Name starts with).
+	Output string `json:"output"`
+	// ProcessorsDigest is the first 16 hex digits of the SHA-256 of the instance's output processors (their
+	// namespace/name joined by commas, in order); empty when it has none.
+	// +optional
+	ProcessorsDigest string `json:"processorsDigest,omitempty"`
+}
+
 // UID assignment policies of the collector pods.
 const (
 	// UIDAssignmentOperator runs the collectors as DefaultCollectorUID/GID: the upstream gNMIc images declare no
@@ -355,6 +372,16 @@ type ClusterStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	Pods []CollectorPodStatus `json:"pods,omitempty"`
+	// OutputInstances are the gNMIc outputs the collectors run, each with the Output it comes from and a digest of
+	// its output processors. The next plans read them back so an instance keeps its name when another Pipeline's
+	// processor list for the same Output starts to differ: only the split-off instance gets a new name, and the
+	// subscriptions routed to the others are not restarted. One entry per output in the collectors' configuration
+	// (at most MaxOutputInstances; an Output without entries is named as if none had been recorded).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=512
+	OutputInstances []OutputInstance `json:"outputInstances,omitempty"`
 	// Conditions: Ready, ConfigApplied, CapacityExhausted, CertificatesReady, FeaturesSupported.
 	// +optional
 	// +listType=map

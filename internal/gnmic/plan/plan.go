@@ -11,7 +11,6 @@ import (
 	"reflect"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/openconfig/gnmic/pkg/api/types"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,6 +58,9 @@ type Snapshot struct {
 	// PrometheusPorts are the ports prometheus output instances (by gNMIc output name) were given before, read
 	// back from their Services: kept while free, so a new output never shifts the others.
 	PrometheusPorts map[string]int32
+	// OutputInstances are the output instances of the previous plans (the Cluster's status.outputInstances): an
+	// instance whose processors did not change keeps its name (see nameOutputs).
+	OutputInstances []gnmicv1alpha1.OutputInstance
 	// CredentialsMissing are the TargetProfiles whose credentials Secret does not exist, with why: the
 	// controller holds their targets back (HeldBack) instead of pushing them without credentials.
 	CredentialsMissing map[ktypes.NamespacedName]string
@@ -135,6 +137,8 @@ type Plan struct {
 	Pipelines map[string]*PipelineResult
 	// PrometheusOutputs are the prometheus output instances in use, sorted by gNMIc name: each gets a Service.
 	PrometheusOutputs []PrometheusOutput
+	// OutputInstances are the plan's outputs to record for the next plans (Snapshot.OutputInstances), sorted by name.
+	OutputInstances []gnmicv1alpha1.OutputInstance
 }
 
 // PrometheusOutput is one prometheus output instance of a plan.
@@ -184,7 +188,8 @@ func pipelineScoped(namespace, pipeline, name string) string {
 // Routing (see docs/gnmic.md): every subscription instance names its Pipeline's outputs, so data goes only where
 // its Pipeline says; a Pipeline without outputs emits nothing for its targets (gNMIc writes a target without
 // outputs to every output). An Output shared by Pipelines with different output processors is emitted once per
-// Pipeline (namespace/pipeline/output), so each Pipeline's processors apply only to its own data.
+// Pipeline (namespace/pipeline/output), so each Pipeline's processors apply only to its own data; the names are
+// kept across plans through Snapshot.OutputInstances (see nameOutputs).
 func Build(s Snapshot) *Plan {
 	p := &Plan{Config: *Empty(), Pipelines: map[string]*PipelineResult{}}
 	pipelines := slices.Clone(s.Pipelines)
@@ -202,17 +207,9 @@ func Build(s Snapshot) *Plan {
 		r := resolvePipeline(s, pl, res)
 		all = append(all, r)
 	}
-	// Output processors per Output, per Pipeline: an Output whose Pipelines disagree is split.
-	procLists := map[string]map[string]bool{}
-	for _, r := range all {
-		for _, o := range r.outs {
-			name := Name(o.Namespace, o.Name)
-			if procLists[name] == nil {
-				procLists[name] = map[string]bool{}
-			}
-			procLists[name][strings.Join(r.outProcs, ",")] = true
-		}
-	}
+	// An Output whose Pipelines disagree on processors is split, under names kept across plans.
+	outNames, instances := nameOutputs(all, s.OutputInstances)
+	p.OutputInstances = instances
 	targetSubs := map[string]map[string]bool{}
 	targetOuts := map[string]map[string]bool{}
 	targetObjs := map[string]*gnmicv1alpha1.Target{}
@@ -220,10 +217,7 @@ func Build(s Snapshot) *Plan {
 	for _, r := range all {
 		pl, res := r.pl, r.res
 		for _, o := range r.outs {
-			name := Name(o.Namespace, o.Name)
-			if len(procLists[name]) > 1 {
-				name = pipelineScoped(o.Namespace, pl.Name, o.Name)
-			}
+			name := outNames[useKey{pipeline: Name(pl.Namespace, pl.Name), output: Name(o.Namespace, o.Name)}]
 			r.outNames = append(r.outNames, name)
 			cfg := outputConfig(o, s.OutputAddresses[ktypes.NamespacedName{Namespace: o.Namespace, Name: o.Name}])
 			if len(r.outProcs) > 0 {

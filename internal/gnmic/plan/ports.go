@@ -12,7 +12,8 @@ const DefaultPrometheusPort = 9804
 
 // assignPrometheusPorts gives every prometheus output instance of the plan its own port: every collector pod runs
 // every output, so two outputs on one port (gNMIc's default :9804 for both, say) make the second fail to listen.
-// A port the Output's config chooses is kept while free (the first instance by name keeps a contested one);
+// A port the Output's config chooses is kept while free (the instance that held it before, else the first by
+// name, keeps a contested one);
 // every other instance gets the lowest free port from 9804 up, keeping the host part of its listen address. The
 // chosen listen address is written into the output's config and the port recorded for its Service.
 //
@@ -23,8 +24,28 @@ func (p *Plan) assignPrometheusPorts(reserved []int32, previous map[string]int32
 	for _, r := range reserved {
 		taken[r] = true
 	}
+	// An instance that held its configured port before claims it first: a split-off instance whose name sorts
+	// first must not take the listener of the instance it was split from.
+	order := make([]int, len(p.PrometheusOutputs))
+	for i := range order {
+		order[i] = i
+	}
+	heldBefore := func(i int) bool {
+		po := p.PrometheusOutputs[i]
+		_, port, ok := splitListen(p.Config.Outputs[po.Name]["listen"])
+		return ok && previous[po.Name] == port
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		switch ha, hb := heldBefore(a), heldBefore(b); {
+		case ha && !hb:
+			return -1
+		case hb && !ha:
+			return 1
+		}
+		return 0
+	})
 	var rest []int
-	for i := range p.PrometheusOutputs {
+	for _, i := range order {
 		po := &p.PrometheusOutputs[i]
 		host, port, ok := splitListen(p.Config.Outputs[po.Name]["listen"])
 		if ok && !taken[port] {

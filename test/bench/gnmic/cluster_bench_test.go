@@ -1,7 +1,8 @@
 // Package gnmic benchmarks the gnmic-cluster controller against three collector test servers on loopback:
 // 1,000 Targets, the time from Pipeline creation until every collector holds its plan, the applies a no-op
 // reconcile sends (want 0) and the applies one new Target causes (want exactly 1, to exactly 1 collector). The
-// baseline, measured in the same run, is pushing the same three plans straight to the collectors.
+// baseline, measured in the same run, is pushing the same three plans straight to the collectors. A second
+// benchmark (podloss_bench_test.go) measures how long a lost collector pod's targets go uncollected.
 package gnmic
 
 import (
@@ -36,9 +37,11 @@ var env *testenv.Env
 var dialMap = &devdial.Map{}
 
 func TestMain(m *testing.M) {
-	// Cluster mode: the StatefulSet controller and the simulated kubelet make the collector pods Ready.
+	// Cluster mode: the StatefulSet controller and the simulated kubelet make the collector pods Ready;
+	// CrashLoopStage lets the pod-loss benchmark make one unready by labelling it.
 	os.Exit(testenv.Main(m, &env, testenv.Options{Controllers: []string{gnmic.ClusterControllerName},
-		Cluster: &testenv.ClusterOptions{}, Manager: func(o *manager.Options) { o.DevDialMap = dialMap }}))
+		Cluster: &testenv.ClusterOptions{ExtraStages: []byte(testenv.CrashLoopStage)},
+		Manager: func(o *manager.Options) { o.DevDialMap = dialMap }}))
 }
 
 const targets = 1000
