@@ -67,6 +67,8 @@ func run(args []string) error {
 	audience := fs.String("registration-audience", source.DefaultRegistrationAudience,
 		"Audience the ServiceAccount tokens of the registration API must be issued for (TokenRequest audiences).")
 	maxReplays := fs.Int("max-replay-attempts", 3, "How often one event may be replayed.")
+	platform := fs.String("platform", "", "The Platform (<namespace>/<name>) this source handler belongs to: it pins the "+
+		"source targets it serves to it and leaves those pinned to another Platform alone (source).")
 	d := stage.DefaultConnection
 	rpcTimeout := fs.Duration("rpc-timeout", d.RPCTimeout,
 		"Deadline of every stage RPC made or served without one; the source handler's call bounds a whole event.")
@@ -90,6 +92,9 @@ func run(args []string) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
+	if ns, name, ok := strings.Cut(*platform, "/"); *platform != "" && (!ok || ns == "" || name == "" || strings.Contains(name, "/")) {
+		return fmt.Errorf("--platform %q: want <namespace>/<name>", *platform)
+	}
 	logger, ctx, stop, err := startProcess(*logLevel)
 	if err != nil {
 		return err
@@ -103,7 +108,7 @@ func run(args []string) error {
 	defer func() { _ = shutdownTracing(context.Background()) }()
 
 	o := runner.Options{GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr, Next: *next, OrdererAddr: *ordererAddr,
-		Scheme: operator.NewScheme(), Lease: source.LeaseConfig{StaleAfter: *staleAfter, MaxReplays: *maxReplays},
+		Scheme: operator.NewScheme(), Lease: source.LeaseConfig{StaleAfter: *staleAfter, MaxReplays: *maxReplays, Platform: *platform},
 		RegistrationAudience: *audience, GitTimeout: *gitTimeout, MaxFetches: *maxFetches,
 		MaxFetchesPerTenant: *maxTenantFetches, MaxFetchBytes: *maxFetchBytes,
 		Connection: stage.Connection{RPCTimeout: *rpcTimeout, KeepaliveTime: *keepTime, KeepaliveTimeout: *keepTimeout,

@@ -51,7 +51,10 @@ const (
 	// declares too: on the target whose events the provisioner refuses for it, and on the target that deploys
 	// the object. It goes once the conflict is resolved.
 	AnnotationClaimConflict = "katastroma.org/claim-conflict"
-	FieldManager            = "katastroma"
+	// AnnotationServedBy, on a source target, names the Platform (`<namespace>/<name>`) whose source handler
+	// serves it; every other Platform's source handler leaves the target alone (source/pin.go).
+	AnnotationServedBy = "katastroma.org/served-by"
+	FieldManager       = "katastroma"
 	// FinalizerPrune holds a deleted source target until what it deployed is pruned (the source handler's
 	// deletion pass removes it; the Platform controller too, once no Platform is left to run one).
 	FinalizerPrune = "katastroma.org/prune-on-delete"

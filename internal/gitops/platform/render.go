@@ -218,7 +218,9 @@ func Args(p *gitopsv1alpha1.Platform, stage string) []string {
 	}
 	switch stage {
 	case gitopsv1alpha1.StageSource:
-		args = append(args, fmt.Sprintf("--http-bind-address=:%d", WebhookPort), fmt.Sprintf("--max-replay-attempts=%d", limit))
+		args = append(args, fmt.Sprintf("--http-bind-address=:%d", WebhookPort), fmt.Sprintf("--max-replay-attempts=%d", limit),
+			// The source targets this Platform serves are pinned to it; another Platform's are left alone.
+			"--platform="+p.Namespace+"/"+p.Name)
 		if d := duration(p.Spec.LeaseStaleAfter); d > 0 {
 			args = append(args, "--lease-stale-after="+d.String())
 		}

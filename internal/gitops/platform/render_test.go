@@ -27,7 +27,8 @@ func TestArgsWireTheStages(t *testing.T) {
 	p := platform()
 	for stage, want := range map[string][]string{
 		"source": {"source", "--next=katastroma-renderer.katastroma-system.svc:50051", "--http-bind-address=:8080",
-			"--max-replay-attempts=3", "--lease-stale-after=10m0s", "--otlp-endpoint=otel.obs.svc:4317"},
+			"--max-replay-attempts=3", "--lease-stale-after=10m0s", "--otlp-endpoint=otel.obs.svc:4317",
+			"--platform=katastroma-system/main"},
 		"renderer":    {"--next=katastroma-orderer.katastroma-system.svc:50051"},
 		"orderer":     {"--next=katastroma-labeler.katastroma-system.svc:50051"},
 		"labeler":     {"--next=katastroma-provisioner.katastroma-system.svc:50051"},

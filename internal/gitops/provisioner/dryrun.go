@@ -46,8 +46,10 @@ const (
 type dryRunPlan struct {
 	// deferred are judged after the commit's foundations are applied.
 	deferred []*unstructured.Unstructured
-	// writes are the objects that will be written (accepted and deferred).
-	writes []*katastromav1.ObjectRef
+	// writes are the objects that will be written (accepted and deferred); writing holds the same objects, for
+	// applyAll to tell a write batch from a run of unchanged objects.
+	writes  []*katastromav1.ObjectRef
+	writing map[*unstructured.Unstructured]bool
 }
 
 // refusal is one object the dry run refused.
@@ -87,7 +89,7 @@ func foundationsOf(objs []*unstructured.Unstructured) commitFoundations {
 // dryRunAll judges every object of a commit (applyWorkers at once). It fails with every refusal named.
 func (a *applier) dryRunAll(ctx context.Context, objs []*unstructured.Unstructured) (*dryRunPlan, error) {
 	f := foundationsOf(objs)
-	plan := &dryRunPlan{}
+	plan := &dryRunPlan{writing: map[*unstructured.Unstructured]bool{}}
 	var refused []refusal
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -105,8 +107,10 @@ func (a *applier) dryRunAll(ctx context.Context, objs []*unstructured.Unstructur
 			case dryRunDeferred:
 				plan.deferred = append(plan.deferred, u)
 				plan.writes = append(plan.writes, pipeline.Ref(u))
+				plan.writing[u] = true
 			case dryRunAccepted:
 				plan.writes = append(plan.writes, pipeline.Ref(u))
+				plan.writing[u] = true
 			}
 		})
 	}

@@ -78,6 +78,9 @@ func (h *Handler) deletions(ctx context.Context, targets []corev1.ConfigMap, now
 	}
 	for i := range targets {
 		cm := &targets[i]
+		if servedHere(cm, h.Lease.Platform) != nil {
+			continue // the Platform it is pinned to prunes or releases it
+		}
 		st, err := h.targetState(ctx, cm, now)
 		if err != nil {
 			logger.Info("source target deletion check failed", "sourceTarget", cm.Namespace+"/"+cm.Name, "error", err.Error())

@@ -209,7 +209,7 @@ func (h *Handler) newJob(ctx, lctx context.Context, t Target, commit string) (*j
 	ctx, span, leaseID := startTarget(ctx, t)
 	eventID := span.SpanContext().TraceID().String()
 	key := types.NamespacedName{Namespace: t.Namespace, Name: t.Name}
-	if err := AcquireNew(lctx, h.Client, key, leaseID, eventID, commit); err != nil {
+	if err := h.Lease.AcquireNew(lctx, h.Client, key, leaseID, eventID, commit); err != nil {
 		err = fmt.Errorf("taking the lease: %w", err)
 		stage.End(span, err)
 		return nil, err

@@ -24,6 +24,10 @@ type LeaseConfig struct {
 	StaleAfter time.Duration
 	// MaxReplays is how often one event may be replayed (default 3).
 	MaxReplays int
+	// Platform is the `<namespace>/<name>` of the Platform this source handler belongs to (--platform; empty
+	// outside a Platform): its leases pin unpinned targets to it, and targets pinned to another Platform are
+	// refused (pin.go).
+	Platform string
 }
 
 func (l LeaseConfig) staleAfter() time.Duration {
@@ -71,14 +75,20 @@ func setLease(cm *corev1.ConfigMap, leaseID string, now time.Time) {
 
 // AcquireNew takes the lease for a new event (webhook or manual retrieve): always, whoever holds it, with the
 // resourceVersion as precondition and a retry on conflict. It records the event ID and commit so a replay can
-// deploy exactly this commit, and starts the event's replay count at 0.
-func AcquireNew(ctx context.Context, c client.Client, key types.NamespacedName, leaseID, eventID, commit string) error {
+// deploy exactly this commit, and starts the event's replay count at 0. A target pinned to another Platform is
+// refused with a *NotServed, checked on the object the update is fenced by: two Platforms taking an unpinned
+// target at once conflict, and the loser's retry finds the winner's pin.
+func (l LeaseConfig) AcquireNew(ctx context.Context, c client.Client, key types.NamespacedName, leaseID, eventID, commit string) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cm := &corev1.ConfigMap{}
 		if err := c.Get(ctx, key, cm); err != nil {
 			return err
 		}
+		if err := servedHere(cm, l.Platform); err != nil {
+			return err
+		}
 		setLease(cm, leaseID, time.Now())
+		pin(cm, l.Platform)
 		if prev := cm.Annotations[pipeline.AnnotationEventID]; prev != "" && prev != eventID {
 			cm.Annotations[pipeline.AnnotationPrevEvent] = prev
 		}
@@ -90,10 +100,14 @@ func AcquireNew(ctx context.Context, c client.Client, key types.NamespacedName, 
 	})
 }
 
-// AcquireReplay takes the lease of cm for a replay of the event recorded on it, only when no lease is active and
-// the event has replays left. A concurrent writer makes the update conflict and the replay is refused.
+// AcquireReplay takes the lease of cm for a replay of the event recorded on it, only when no lease is active, the
+// event has replays left and cm is not pinned to another Platform (a *NotServed). A concurrent writer makes the
+// update conflict and the replay is refused.
 func (l LeaseConfig) AcquireReplay(ctx context.Context, c client.Client, cm *corev1.ConfigMap, leaseID string) error {
 	now := time.Now()
+	if err := servedHere(cm, l.Platform); err != nil {
+		return err
+	}
 	if l.Active(cm, now) {
 		return &Refusal{fmt.Sprintf("source target %s/%s: lease %s is active", cm.Namespace, cm.Name,
 			cm.Annotations[pipeline.AnnotationLeaseID])}
@@ -105,6 +119,7 @@ func (l LeaseConfig) AcquireReplay(ctx context.Context, c client.Client, cm *cor
 	}
 	cm = cm.DeepCopy()
 	setLease(cm, leaseID, now)
+	pin(cm, l.Platform)
 	cm.Annotations[pipeline.AnnotationReplayCount] = strconv.Itoa(n + 1)
 	delete(cm.Annotations, pipeline.AnnotationResult)
 	if err := c.Update(ctx, cm); err != nil {

@@ -131,6 +131,9 @@ func (h *Handler) reconcileDue(ctx context.Context, now time.Time) {
 		if !cm.DeletionTimestamp.IsZero() || cm.Annotations[AnnotationSuspend] == "true" {
 			continue // deletion.go prunes a deleted one instead
 		}
+		if servedHere(cm, h.Lease.Platform) != nil {
+			continue // another Platform's source handler polls it; a claim here would delay that poll
+		}
 		interval, err := ReconcileInterval(cm)
 		if err != nil {
 			logger.Info("skipping the periodic reconcile", "error", err.Error())
@@ -297,6 +300,9 @@ func (h *Handler) startTargetEvent(ctx context.Context, cm *corev1.ConfigMap, ki
 	if err != nil && !offboard {
 		return err
 	}
+	if err := servedHere(cm, h.Lease.Platform); err != nil {
+		return err
+	}
 	t.Offboard = t.Offboard || offboard
 	attrs := []attribute.KeyValue{attribute.String("commit", commit)}
 	if offboard {
@@ -308,6 +314,7 @@ func (h *Handler) startTargetEvent(ctx context.Context, cm *corev1.ConfigMap, ki
 	eventID := jspan.SpanContext().TraceID().String()
 	cm = cm.DeepCopy()
 	setLease(cm, leaseID, time.Now())
+	pin(cm, h.Lease.Platform)
 	if prev := cm.Annotations[pipeline.AnnotationEventID]; prev != "" && prev != eventID {
 		cm.Annotations[pipeline.AnnotationPrevEvent] = prev
 	}

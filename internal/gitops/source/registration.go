@@ -26,6 +26,10 @@ type Registration struct {
 	VerifyTimeout string `json:"verifyTimeout,omitempty"`
 	// Credentials, when set, are stored in the Secret <name>-credentials and referenced from the target.
 	Credentials *Credentials `json:"credentials,omitempty"`
+	// RenamedFrom names the source target of the same namespace this one replaces (the annotation
+	// katastroma.org/renamed-from): it takes that target's objects and inventory over, and that target's deletion
+	// prunes nothing. The caller must be allowed to delete the predecessor (registration_rename.go).
+	RenamedFrom string `json:"renamedFrom,omitempty"`
 }
 
 // Credentials are git credentials in the credential Secret format the source handler reads (docs/gitops.md).
@@ -90,6 +94,18 @@ func ValidateRegistration(name string, r *Registration) field.ErrorList {
 	if v := r.VerifyTimeout; v != "" {
 		if d, err := time.ParseDuration(v); err != nil || d < 0 {
 			errs = append(errs, field.Invalid(field.NewPath("verifyTimeout"), v, "a non-negative Go duration (0 turns the verify off)"))
+		}
+	}
+	if v := r.RenamedFrom; v != "" {
+		p := field.NewPath("renamedFrom")
+		switch {
+		case strings.Contains(v, "/"):
+			errs = append(errs, field.Invalid(p, v, "the name of a source target of the same namespace: a target "+
+				"cannot take over another namespace's objects"))
+		case v == name:
+			errs = append(errs, field.Invalid(p, v, "a source target cannot replace itself"))
+		case len(validation.IsDNS1123Subdomain(v)) > 0:
+			errs = append(errs, field.Invalid(p, v, "a source target name"))
 		}
 	}
 	if c := r.Credentials; c != nil {

@@ -40,6 +40,12 @@ type RegisteredTarget struct {
 	HeadCommit     string `json:"headCommit,omitempty"`
 	Suspended      bool   `json:"suspended,omitempty"`
 	LastError      string `json:"lastError,omitempty"`
+	// RenamedFrom is the predecessor this target replaces; ClaimConflict the objects another source target of the
+	// namespace declares too (katastroma.org/claim-conflict, written by the provisioner); ServedBy the Platform
+	// whose source handler serves the target (katastroma.org/served-by).
+	RenamedFrom   string `json:"renamedFrom,omitempty"`
+	ClaimConflict string `json:"claimConflict,omitempty"`
+	ServedBy      string `json:"servedBy,omitempty"`
 }
 
 const maxRegistrationBody = 1 << 20
@@ -114,7 +120,7 @@ func (h *Handler) authorized(next http.HandlerFunc) http.HandlerFunc {
 				return
 			}
 		}
-		next(w, r)
+		next(w, r.WithContext(withCaller(ctx, callerNS, user)))
 	}
 }
 
@@ -201,7 +207,8 @@ func (h *Handler) listTargets(w http.ResponseWriter, r *http.Request) {
 			LastResult: cm.Annotations[pipeline.AnnotationResult], EventID: cm.Annotations[pipeline.AnnotationEventID],
 			DeployedCommit: cm.Annotations[pipeline.AnnotationDeployed], HeadCommit: cm.Annotations[AnnotationHeadSeen],
 			Suspended: cm.Annotations[AnnotationSuspend] == "true",
-			LastError: cm.Annotations[AnnotationLastError]})
+			LastError: cm.Annotations[AnnotationLastError], RenamedFrom: cm.Annotations[pipeline.AnnotationRenamedFrom],
+			ClaimConflict: cm.Annotations[pipeline.AnnotationClaimConflict], ServedBy: cm.Annotations[AnnotationServedBy]})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"items": out})
@@ -221,6 +228,9 @@ func (h *Handler) putTarget(w http.ResponseWriter, r *http.Request) {
 	}
 	if errs := ValidateRegistration(name, &reg); len(errs) > 0 {
 		reply(w, http.StatusUnprocessableEntity, map[string]any{"error": errs.ToAggregate().Error()})
+		return
+	}
+	if !h.renameAllowed(w, r, ns, name, reg.RenamedFrom) {
 		return
 	}
 	secretName := ""
@@ -277,6 +287,13 @@ func (h *Handler) putTarget(w http.ResponseWriter, r *http.Request) {
 		} else {
 			delete(cm.Annotations, pipeline.AnnotationCredentials)
 		}
+		if reg.RenamedFrom != "" {
+			cm.Annotations[pipeline.AnnotationRenamedFrom] = reg.RenamedFrom
+		} else {
+			delete(cm.Annotations, pipeline.AnnotationRenamedFrom)
+		}
+		// A target registered here is served by this API's Platform; a replaced one keeps its pin.
+		pin(cm, h.Lease.Platform)
 		return nil
 	})
 	if errors.Is(err, errNotATarget) {
@@ -291,7 +308,14 @@ func (h *Handler) putTarget(w http.ResponseWriter, r *http.Request) {
 	if op == controllerutil.OperationResultCreated {
 		code = http.StatusCreated
 	}
-	reply(w, code, map[string]any{"name": name, "credentialSecret": secretName})
+	answer := map[string]any{"name": name, "credentialSecret": secretName}
+	for k, a := range map[string]string{"renamedFrom": pipeline.AnnotationRenamedFrom,
+		"claimConflict": pipeline.AnnotationClaimConflict, "servedBy": AnnotationServedBy} {
+		if v := cm.Annotations[a]; v != "" {
+			answer[k] = v
+		}
+	}
+	reply(w, code, answer)
 }
 
 var errNotATarget = errors.New("not a source target")

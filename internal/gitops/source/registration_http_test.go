@@ -26,13 +26,15 @@ import (
 // reviewer answers TokenReviews the way the API server does: token "<namespace>/<audience>" authenticates a
 // ServiceAccount of that namespace, valid for the requested audiences only when they include <audience>.
 // SubjectAccessReviews are allowed for the ServiceAccounts of namespace a-ops only (an administrator granted them
-// sourcetargets.katastroma.org in team-a's namespaces), and only with the caller's groups passed along.
+// sourcetargets.katastroma.org in team-a's namespaces, except deleting the target named "guarded"), and only with
+// the caller's groups passed along.
 func reviewer(_ context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 	if sar, ok := obj.(*authorizationv1.SubjectAccessReview); ok {
 		a := sar.Spec.ResourceAttributes
 		sar.Status.Allowed = strings.HasPrefix(sar.Spec.User, "system:serviceaccount:a-ops:") &&
 			slices.Contains(sar.Spec.Groups, "system:serviceaccounts") && a != nil &&
-			a.Group == "katastroma.org" && a.Resource == "sourcetargets" && a.Namespace != ""
+			a.Group == "katastroma.org" && a.Resource == "sourcetargets" && a.Namespace != "" &&
+			(a.Verb != "delete" || a.Name != "guarded")
 		return nil
 	}
 	tr, ok := obj.(*authenticationv1.TokenReview)

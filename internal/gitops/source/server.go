@@ -45,6 +45,9 @@ func (s *Server) Retrieve(ctx context.Context, req *katastromav1.RetrieveRequest
 	if err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
+	if err := servedHere(cm, h.Lease.Platform); err != nil {
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
 	auth, err := h.auth(ctx, t)
 	if err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
@@ -57,6 +60,9 @@ func (s *Server) Retrieve(ctx context.Context, req *katastromav1.RetrieveRequest
 	j, err := h.newJob(contextWith(h.baseCtx(), ectx), ctx, t, sha)
 	if err != nil {
 		stage.End(span, err)
+		if _, ok := errors.AsType[*NotServed](err); ok {
+			return nil, status.Error(codes.FailedPrecondition, err.Error())
+		}
 		return nil, status.Error(codes.Aborted, err.Error())
 	}
 	h.inflight.Add(1)
@@ -125,7 +131,8 @@ func (s *Server) Replay(ctx context.Context, req *katastromav1.ReplayRequest) (*
 		err := errors.Join(refused...)
 		stage.End(span, err)
 		var r *Refusal
-		if errors.As(err, &r) {
+		var ns *NotServed
+		if errors.As(err, &r) || errors.As(err, &ns) {
 			return nil, status.Error(codes.FailedPrecondition, err.Error())
 		}
 		return nil, status.Error(codes.Unavailable, err.Error())

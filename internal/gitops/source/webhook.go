@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -107,21 +108,31 @@ func (h *Handler) ServeWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var targets []Target
+	// elsewhere are the matching targets pinned to another Platform (pin.go): that Platform's source handler
+	// deploys them (its own webhook, poll or replay), this one must not deploy them a second time.
+	var elsewhere []string
 	for i := range cms {
 		t, err := TargetFromConfigMap(&cms[i])
 		if err != nil {
 			log.Info("skipping an invalid source target", "error", err.Error())
 			continue
 		}
-		if cms[i].Annotations[AnnotationSuspend] == "true" {
+		if cms[i].Annotations[AnnotationSuspend] == "true" || !t.Matches(push) {
 			continue
 		}
-		if t.Matches(push) {
-			targets = append(targets, t)
+		if err := servedHere(&cms[i], h.Lease.Platform); err != nil {
+			log.Info("leaving a source target to its Platform", "reason", err.Error())
+			elsewhere = append(elsewhere, err.Error())
+			continue
 		}
+		targets = append(targets, t)
 	}
 	if len(targets) == 0 {
-		reply(w, http.StatusOK, map[string]any{"status": "ignored", "reason": "no source target matches"})
+		reason := "no source target matches"
+		if len(elsewhere) > 0 {
+			reason = strings.Join(elsewhere, "; ")
+		}
+		reply(w, http.StatusOK, map[string]any{"status": "ignored", "reason": reason})
 		return
 	}
 	targets, stale, err := h.atHead(ctx, targets, push)
@@ -142,7 +153,8 @@ func (h *Handler) ServeWebhook(w http.ResponseWriter, r *http.Request) {
 	// The leases are taken before the answer: each records this event and its commit on its target, so once
 	// GitHub has its 202 (and will not deliver again) a crash loses nothing: Replay finds the targets by the
 	// event ID and pharos's crash detection replays them. A lease not taken is not accepted.
-	jobs, lerr := h.leaseAll(contextWith(h.baseCtx(), ectx), targets, push.After)
+	jobs, pinned, lerr := h.leaseAll(contextWith(h.baseCtx(), ectx), targets, push.After)
+	elsewhere = append(elsewhere, pinned...)
 	if len(jobs) > 0 {
 		h.inflight.Add(1)
 		go func() {
@@ -161,7 +173,11 @@ func (h *Handler) ServeWebhook(w http.ResponseWriter, r *http.Request) {
 			"error": "taking the leases: " + lerr.Error()})
 		return
 	}
-	reply(w, http.StatusAccepted, map[string]any{"event_id": eventID, "source_targets": len(targets)})
+	answer := map[string]any{"event_id": eventID, "source_targets": len(targets)}
+	if len(elsewhere) > 0 {
+		answer["not_served"] = elsewhere
+	}
+	reply(w, http.StatusAccepted, answer)
 }
 
 // leaseWorkers bounds the lease updates one push makes at once.
@@ -171,15 +187,17 @@ const leaseWorkers = 8
 const leaseTimeout = 8 * time.Second
 
 // leaseAll starts a target span and takes the lease for each target (leaseWorkers at once, within leaseTimeout)
-// and returns the jobs leased and the failures, each naming its target.
-func (h *Handler) leaseAll(ctx context.Context, targets []Target, commit string) ([]*job, error) {
+// and returns the jobs leased, the targets another Platform pinned meanwhile (no failure: that Platform serves
+// them) and the failures, each naming its target.
+func (h *Handler) leaseAll(ctx context.Context, targets []Target, commit string) ([]*job, []string, error) {
 	lctx, cancel := context.WithTimeout(ctx, leaseTimeout)
 	defer cancel()
 	var (
-		mu   sync.Mutex
-		wg   sync.WaitGroup
-		jobs []*job
-		errs []error
+		mu        sync.Mutex
+		wg        sync.WaitGroup
+		jobs      []*job
+		elsewhere []string
+		errs      []error
 	)
 	sem := make(chan struct{}, leaseWorkers)
 	for _, t := range targets {
@@ -189,6 +207,10 @@ func (h *Handler) leaseAll(ctx context.Context, targets []Target, commit string)
 			j, err := h.newJob(ctx, lctx, t, commit)
 			mu.Lock()
 			defer mu.Unlock()
+			if _, ok := errors.AsType[*NotServed](err); ok {
+				elsewhere = append(elsewhere, err.Error())
+				return
+			}
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s/%s: %w", t.Namespace, t.Name, err))
 				return
@@ -197,7 +219,7 @@ func (h *Handler) leaseAll(ctx context.Context, targets []Target, commit string)
 		})
 	}
 	wg.Wait()
-	return jobs, errors.Join(errs...)
+	return jobs, elsewhere, errors.Join(errs...)
 }
 
 // headCheckTimeout bounds reading the heads of a push's ref, which the sender waits for.
