@@ -17,9 +17,10 @@ func gitopsControllers() []Controller {
 			Reads: []Kind{"gitops/Platform"},
 			Setup: func(_ context.Context, mgr ctrl.Manager, d Dependencies) error {
 				return (&gitopscontrollers.PlatformReconciler{
-					Client:            mgr.GetClient(),
-					Recorder:          mgr.GetEventRecorder(gitopscontrollers.PlatformControllerName),
-					AllowedNamespaces: d.PlatformNamespaces,
+					Client:               mgr.GetClient(),
+					Recorder:             mgr.GetEventRecorder(gitopscontrollers.PlatformControllerName),
+					AllowedNamespaces:    d.PlatformNamespaces,
+					RepositoryAllowCIDRs: d.GitopsRepositoryAllow,
 				}).SetupWithManager(mgr, d.options(gitopscontrollers.PlatformControllerName))
 			},
 		},
