@@ -125,11 +125,15 @@ func guardedURL(ctx context.Context, raw string, local bool) (string, error) {
 }
 
 // guardSSH makes an ssh credential refuse a connection whose remote address the guard refuses, before the host
-// key is accepted and so before any credential is sent.
-func guardSSH(ctx context.Context, auth transport.AuthMethod) transport.AuthMethod {
+// key is accepted and so before any credential is sent. An ssh URL without an ssh-key credential is refused:
+// go-git would fall back to an ssh agent, whose connection nothing here checks.
+func guardSSH(ctx context.Context, raw string, auth transport.AuthMethod) (transport.AuthMethod, error) {
+	if ep, err := transport.NewEndpoint(raw); err != nil || ep.Protocol != "ssh" {
+		return auth, nil
+	}
 	keys, ok := auth.(*gitssh.PublicKeys)
 	if !ok {
-		return auth
+		return nil, fmt.Errorf("repository %s: ssh needs a credential Secret of type %s", pipeline.RedactURL(raw), CredSSHKey)
 	}
 	g := fetchGuard(ctx)
 	inner := keys.HostKeyCallback
@@ -143,5 +147,5 @@ func guardSSH(ctx context.Context, auth transport.AuthMethod) transport.AuthMeth
 		}
 		return inner(hostname, remote, key)
 	}
-	return &guarded
+	return &guarded, nil
 }

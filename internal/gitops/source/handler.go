@@ -382,7 +382,10 @@ func (h *Handler) fetchCommit(ctx context.Context, t Target, sha string, auth au
 		if err != nil {
 			return err
 		}
-		c, err = FetchCommitBounded(ctx, url, t.Ref, sha, guardSSH(ctx, auth), h.MaxFetchBytes)
+		if auth, err = guardSSH(ctx, url, auth); err != nil {
+			return err
+		}
+		c, err = FetchCommitBounded(ctx, url, t.Ref, sha, auth, h.MaxFetchBytes)
 		return err
 	})
 	return c, err
@@ -397,7 +400,10 @@ func (h *Handler) resolveRef(ctx context.Context, t Target, auth authMethod) (sh
 		if err != nil {
 			return err
 		}
-		sha, err = ResolveRef(ctx, url, t.Ref, guardSSH(ctx, auth))
+		if auth, err = guardSSH(ctx, url, auth); err != nil {
+			return err
+		}
+		sha, err = ResolveRef(ctx, url, t.Ref, auth)
 		return err
 	})
 	return sha, err
