@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -25,12 +26,18 @@ import (
 	"github.com/quartet-dev/quartet-operator/internal/gitops/runner"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/source"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/stage"
+	"github.com/quartet-dev/quartet-operator/internal/netguard"
 	"github.com/quartet-dev/quartet-operator/internal/operator"
 	"github.com/quartet-dev/quartet-operator/internal/telemetry"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
+
+// RepositoryAllowForTestingEnv names the environment variable that exempts address prefixes, loopback included,
+// from the source handler's fetch guard. It exists for the separate-process tests, whose git daemon listens on
+// 127.0.0.1; the operator never sets it, and --repository-allow-cidrs is the administrators' setting.
+const RepositoryAllowForTestingEnv = "KATASTROMA_REPOSITORY_ALLOW_FOR_TESTING"
 
 const usage = `usage: katastroma <stage|all-in-one|pharos> [flags]
 
@@ -81,6 +88,8 @@ func run(args []string) error {
 	gitTimeout := fs.Duration("git-timeout", source.DefaultGitTimeout, "Deadline of each git fetch or ref listing (source).")
 	maxFetches := fs.Int("max-fetches", source.DefaultMaxFetches, "Git fetches running at once; targets fetching the same commit share one (source).")
 	maxTenantFetches := fs.Int("max-fetches-per-tenant", source.DefaultMaxFetchesPerTenant, "Git fetches one tenant runs at once (source).")
+	repoAllow := fs.String("repository-allow-cidrs", "", "Comma-separated private prefixes repository fetches may "+
+		"reach despite the fetch guard (loopback, link-local and 0.0.0.0/8 cannot be exempted) (source).")
 	maxFetchBytes := fs.Int64("max-fetch-bytes", source.DefaultMaxFetchBytes, "Bytes of git objects one fetch may hold; more fails that target's event (source).")
 	tokenFile := fs.String("stage-token-file", "", "Projected ServiceAccount token (audience "+stage.Audience+") sent with "+
 		"every call to another stage.")
@@ -113,6 +122,19 @@ func run(args []string) error {
 		MaxFetchesPerTenant: *maxTenantFetches, MaxFetchBytes: *maxFetchBytes,
 		Connection: stage.Connection{RPCTimeout: *rpcTimeout, KeepaliveTime: *keepTime, KeepaliveTimeout: *keepTimeout,
 			MaxConnectionAge: *maxAge, MaxConnectionAgeGrace: *maxAgeGrace, TokenFile: *tokenFile}}
+	if o.RepositoryAllow, err = netguard.ParseAllowedPrefixes(*repoAllow); err != nil {
+		return fmt.Errorf("--repository-allow-cidrs: %w", err)
+	}
+	if v := os.Getenv(RepositoryAllowForTestingEnv); v != "" {
+		// The separate-process tests serve their repositories on loopback, which no flag may exempt.
+		for _, c := range strings.Split(v, ",") {
+			p, err := netip.ParsePrefix(strings.TrimSpace(c))
+			if err != nil {
+				return fmt.Errorf("%s: %w", RepositoryAllowForTestingEnv, err)
+			}
+			o.RepositoryAllowForTesting = append(o.RepositoryAllowForTesting, p)
+		}
+	}
 	if o.VerifyTimeout, err = verifyDeadline(fs, *verifyTimeout, *rpcTimeout); err != nil {
 		return err
 	}

@@ -49,6 +49,9 @@ type PlatformReconciler struct {
 	AllowedNamespaces []string
 	// DefaultImage is the katastroma image of Platforms that name none (--katastroma-default-image).
 	DefaultImage string
+	// RepositoryAllowCIDRs are passed to the source stage as --repository-allow-cidrs
+	// (--gitops-repository-allow-cidrs): the private ranges its repository fetches may reach.
+	RepositoryAllowCIDRs []string
 }
 
 // +kubebuilder:rbac:groups=katastroma.org,resources=platforms,verbs=get;list;watch;update;patch
@@ -135,6 +138,9 @@ func (r *PlatformReconciler) writeChildren(ctx context.Context, p *gitopsv1alpha
 			return err
 		}
 		d := platform.Deployment(p, stage)
+		if stage == gitopsv1alpha1.StageSource {
+			platform.AllowRepositories(d, r.RepositoryAllowCIDRs)
+		}
 		if err := r.own(ctx, p, d, &appsv1.Deployment{}, func(live client.Object) {
 			l := live.(*appsv1.Deployment)
 			l.Labels, l.Spec.Replicas = d.Labels, d.Spec.Replicas

@@ -185,3 +185,49 @@ func TestTenantNamespacesEnforcePodSecurity(t *testing.T) {
 		g.Expect(err).To(MatchError(ContainSubstring("violates PodSecurity")))
 	}).Should(Succeed())
 }
+
+// TestTenantKeepsANamespaceGrantedBeforeItsClaim: a namespace an administrator labels for a Tenant that does not
+// list it yet stays labelled (the controller used to release it at once, which let another tenant's claim in:
+// TestTenantAdmission's flake); once the Tenant listed it and set it up, dropping it from the spec releases it.
+func TestTenantKeepsANamespaceGrantedBeforeItsClaim(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	a := "grant-" + suffix()
+	g.Expect(env.Client.Create(ctx, newTenant(a, a))).To(Succeed())
+	g.Eventually(func(g Gomega) { readyTenant(g, a) }).Should(Succeed())
+
+	pending := a + "-pending"
+	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pending,
+		Labels: map[string]string{gitopsv1alpha1.LabelTenant: a}, Annotations: granted(a)}})).To(Succeed())
+	g.Consistently(func(g Gomega) {
+		ns := &corev1.Namespace{}
+		get(g, types.NamespacedName{Name: pending}, ns)
+		g.Expect(ns.Labels).To(HaveKeyWithValue(gitopsv1alpha1.LabelTenant, a), "the grant was released before its claim")
+	}, 3*time.Second, 100*time.Millisecond).Should(Succeed())
+	err := env.Client.Create(ctx, newTenant("other-"+suffix(), pending))
+	g.Expect(err).To(MatchError(ContainSubstring("belongs to tenant " + a)))
+
+	// The claim: the Tenant lists it and sets it up.
+	g.Eventually(func(g Gomega) {
+		ta := &gitopsv1alpha1.Tenant{}
+		get(g, types.NamespacedName{Name: a}, ta)
+		ta.Spec.Namespaces = []string{a, pending}
+		g.Expect(env.Client.Update(ctx, ta)).To(Succeed())
+	}).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(readyTenant(g, a).Status.Namespaces).To(ContainElement(pending))
+	}).Should(Succeed())
+
+	// Dropped from the spec, the namespace it held is released.
+	g.Eventually(func(g Gomega) {
+		ta := &gitopsv1alpha1.Tenant{}
+		get(g, types.NamespacedName{Name: a}, ta)
+		ta.Spec.Namespaces = []string{a}
+		g.Expect(env.Client.Update(ctx, ta)).To(Succeed())
+	}).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		ns := &corev1.Namespace{}
+		get(g, types.NamespacedName{Name: pending}, ns)
+		g.Expect(ns.Labels).NotTo(HaveKey(gitopsv1alpha1.LabelTenant))
+	}).Should(Succeed())
+}

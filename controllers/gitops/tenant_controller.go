@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,7 +45,8 @@ const AnnotationCreatedBy = gitopsv1alpha1.AnnotationCreatedBy
 // dashboard ConfigMap.
 type TenantReconciler struct {
 	client.Client
-	// APIReader reads Secrets uncached: the manager does not cache Secrets cluster-wide.
+	// APIReader reads Secrets uncached (the manager does not cache Secrets cluster-wide), and the identities
+	// that tell whether the Tenant held a namespace it no longer lists (held).
 	APIReader client.Reader
 	Recorder  recorder.EventRecorder
 	// Reserved are namespaces no Tenant may hold besides the system ones (the operator's own namespace).
@@ -253,7 +255,10 @@ func (r *TenantReconciler) leave(ctx context.Context, t *gitopsv1alpha1.Tenant, 
 	return nil
 }
 
-// pruneNamespaces deletes the namespaces this Tenant created that left its spec and releases adopted ones.
+// pruneNamespaces deletes the namespaces this Tenant created that left its spec and releases adopted ones it
+// held. A namespace an administrator labelled for the Tenant that the Tenant has not listed yet is a grant
+// waiting for its claim: releasing it would take the administrator's label away, and with it the proof that
+// keeps other tenants from claiming it.
 func (r *TenantReconciler) pruneNamespaces(ctx context.Context, t *gitopsv1alpha1.Tenant) error {
 	labelled, err := r.labelled(ctx, t)
 	if err != nil {
@@ -263,11 +268,37 @@ func (r *TenantReconciler) pruneNamespaces(ctx context.Context, t *gitopsv1alpha
 		if slices.Contains(t.Spec.Namespaces, labelled[i].Name) {
 			continue
 		}
+		if !createdBy(&labelled[i], t) {
+			held, err := r.held(ctx, t, labelled[i].Name)
+			if err != nil {
+				return err
+			}
+			if !held {
+				continue
+			}
+		}
 		if err := r.leave(ctx, t, &labelled[i]); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// held reports whether t set namespace ns up (its provisioner or pruner ServiceAccount is there, controlled by
+// t), read uncached: the identities are written only once the Tenant listed a namespace, and release deletes them.
+func (r *TenantReconciler) held(ctx context.Context, t *gitopsv1alpha1.Tenant, ns string) (bool, error) {
+	for _, name := range []string{gitopsv1alpha1.ProvisionerServiceAccount, gitopsv1alpha1.PrunerServiceAccount} {
+		sa := &corev1.ServiceAccount{}
+		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, sa)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return false, fmt.Errorf("namespace %s: reading ServiceAccount %s: %w", ns, name, err)
+		case metav1.IsControlledBy(sa, t):
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // labelled lists the namespaces labelled for t.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -107,8 +108,9 @@ func startGitops(ctx context.Context, env *testenv.Env, dir string) (string, fun
 		return "", nil, err
 	}
 	pctx, cancel := context.WithCancel(ctx)
+	// The demo repository is served on loopback: the fetch guard refuses that unless told otherwise.
 	p, err := runner.StartAll(pctx, runner.Options{HTTPAddr: "127.0.0.1:0", Config: env.Config,
-		Scheme: operator.NewScheme()})
+		Scheme: operator.NewScheme(), RepositoryAllowForTesting: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 	if err != nil {
 		cancel()
 		stopDaemon()

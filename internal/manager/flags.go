@@ -56,6 +56,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Comma-separated namespaces where gitops Platforms are deployed (others report Stalled); empty allows any. A "+
 			"Platform's stage ServiceAccounts get cluster-wide rights, and the escalation guard lets stage ServiceAccounts "+
 			"run and be bound only in these namespaces.")
+	fs.Var(listFlag{&o.GitopsRepositoryAllowCIDRs}, "gitops-repository-allow-cidrs",
+		"Comma-separated private prefixes the gitops source stage may fetch repositories from despite its fetch guard "+
+			"(passed to every Platform's source stage as --repository-allow-cidrs); loopback, link-local and 0.0.0.0/8 "+
+			"cannot be exempted.")
 	fs.BoolVar(&o.AllowPrivilegedTenants, "gitops-allow-privileged-tenants", o.AllowPrivilegedTenants,
 		"Let a gitops Tenant ask for Pod Security level privileged (spec.podSecurity); refused otherwise, since its "+
 			"repository could then run pods with host access.")

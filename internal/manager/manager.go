@@ -127,6 +127,9 @@ type Options struct {
 	MonitoringLabels  map[string]string
 	// AllowPrivilegedTenants lets a gitops Tenant ask for Pod Security level privileged.
 	AllowPrivilegedTenants bool
+	// GitopsRepositoryAllowCIDRs are private ranges the administrator exempts from the gitops source stage's
+	// repository fetch guard; the Platform controller passes them on (--repository-allow-cidrs).
+	GitopsRepositoryAllowCIDRs []string
 	// EscalationGuard makes the manager, when it runs as a ServiceAccount, install its escalation guard (package
 	// guard) and wait until the API server enforces it before any controller starts.
 	EscalationGuard bool
@@ -301,6 +304,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err != nil {
 		return nil, err
 	}
+	if _, err := netguard.ParseAllowedPrefixes(strings.Join(o.GitopsRepositoryAllowCIDRs, ",")); err != nil {
+		return nil, fmt.Errorf("--gitops-repository-allow-cidrs: %w", err)
+	}
 	peerDial, err := o.peerDial()
 	if err != nil {
 		return nil, err
@@ -417,6 +423,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		PlatformNamespaces:     o.PlatformNamespaces,
 		KatastromaDefaultImage: o.KatastromaDefaultImage,
 		AllowPrivilegedTenants: o.AllowPrivilegedTenants,
+		GitopsRepositoryAllow:  o.GitopsRepositoryAllowCIDRs,
 		ReservedNamespaces:     slices.DeleteFunc([]string{podNamespace(o.LeaderElectionNamespace)}, func(s string) bool { return s == "" }),
 		Clock:                  o.Clock,
 		GPUResourceName:        o.GPUResourceName,

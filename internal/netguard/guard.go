@@ -194,3 +194,54 @@ func (g *Guard) Client(timeout time.Duration, tlsConfig *tls.Config) *http.Clien
 	}
 	return &http.Client{Transport: tr, Timeout: timeout, CheckRedirect: g.CheckRedirect}
 }
+
+// Lookup resolves host (a name or an IP literal) the way a dial through the guard would and returns the first
+// address the guard allows, or an error wrapping ErrBlocked when none is. A caller that cannot dial through the
+// guard (a protocol library with its own dialer) connects to the returned literal instead of the name, so the
+// address it reaches is the one checked: a name re-pointed after the check changes nothing.
+func (g *Guard) Lookup(ctx context.Context, host string) (netip.Addr, error) {
+	if err := g.CheckHost(host); err != nil {
+		return netip.Addr{}, err
+	}
+	h := strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if ip, err := netip.ParseAddr(h); err == nil {
+		return ip.Unmap(), nil
+	}
+	r := g.resolver
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	addrs, err := r.LookupNetIP(ctx, "ip", h)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	var why []string
+	for _, a := range addrs {
+		if reason := blockedReason(a, g.allow); reason != "" {
+			why = append(why, a.String()+" is "+reason)
+			continue
+		}
+		return a.Unmap(), nil
+	}
+	return netip.Addr{}, fmt.Errorf("%w: %s resolves only to refused addresses (%s)", ErrBlocked, h, strings.Join(why, "; "))
+}
+
+// ParseAllowedPrefixes parses a comma-separated list of administrator exemptions (an allow-CIDR flag), each
+// checked with CheckAllowedPrefix.
+func ParseAllowedPrefixes(list string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, c := range strings.Split(list, ",") {
+		if c = strings.TrimSpace(c); c == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(c)
+		if err == nil {
+			err = CheckAllowedPrefix(p)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", c, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}

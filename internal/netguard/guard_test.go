@@ -240,3 +240,19 @@ func TestAdministratorExemption(t *testing.T) {
 	g.Expect(guard.Control("tcp", "10.20.3.4:5432", nil)).To(Succeed())
 	g.Expect(guard.Control("tcp", "169.254.169.254:80", nil)).To(MatchError(ErrBlocked))
 }
+
+// TestParseAllowedPrefixes: an allow-CIDR flag takes private prefixes and refuses loopback, link-local and
+// prefixes that are not in canonical form, naming the entry.
+func TestParseAllowedPrefixes(t *testing.T) {
+	g := NewWithT(t)
+	got, err := ParseAllowedPrefixes("10.20.0.0/16, fd00:1::/64,")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got).To(Equal([]netip.Prefix{netip.MustParsePrefix("10.20.0.0/16"), netip.MustParsePrefix("fd00:1::/64")}))
+	none, err := ParseAllowedPrefixes("")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(none).To(BeEmpty())
+	for _, bad := range []string{"127.0.0.0/8", "169.254.169.254/32", "10.0.0.1/8", "nonsense"} {
+		_, err := ParseAllowedPrefixes("10.20.0.0/16," + bad)
+		g.Expect(err).To(MatchError(ContainSubstring("%q", bad)), bad)
+	}
+}

@@ -17,10 +17,11 @@ func gitopsControllers() []Controller {
 			Reads: []Kind{"gitops/Platform"},
 			Setup: func(_ context.Context, mgr ctrl.Manager, d Dependencies) error {
 				return (&gitopscontrollers.PlatformReconciler{
-					Client:            mgr.GetClient(),
-					Recorder:          mgr.GetEventRecorder(gitopscontrollers.PlatformControllerName),
-					AllowedNamespaces: d.PlatformNamespaces,
-					DefaultImage:      d.KatastromaDefaultImage,
+					Client:               mgr.GetClient(),
+					Recorder:             mgr.GetEventRecorder(gitopscontrollers.PlatformControllerName),
+					AllowedNamespaces:    d.PlatformNamespaces,
+					DefaultImage:         d.KatastromaDefaultImage,
+					RepositoryAllowCIDRs: d.GitopsRepositoryAllow,
 				}).SetupWithManager(mgr, d.options(gitopscontrollers.PlatformControllerName))
 			},
 		},

@@ -78,6 +78,9 @@ type Dependencies struct {
 	KatastromaDefaultImage string
 	// AllowPrivilegedTenants lets a gitops Tenant ask for Pod Security level privileged.
 	AllowPrivilegedTenants bool
+	// GitopsRepositoryAllow are the prefixes every Platform's source stage may fetch repositories from despite its
+	// fetch guard (--gitops-repository-allow-cidrs, already checked).
+	GitopsRepositoryAllow []string
 	// PeerDial is where connections to in-cluster peers go (QUARTET_DEV_DIAL_MAP, development and tests
 	// only); nil dials every address as it is. Every HTTP client reaching a collector pod, an agent's MCP
 	// Service or Prometheus uses PeerDial.Transport().

@@ -267,13 +267,16 @@ func newTenant(ctx context.Context, clusterRules ...rbacv1.PolicyRule) string {
 	return ns
 }
 
-// sourceTarget registers a source target ConfigMap.
+// sourceTarget registers a source target ConfigMap, with its Helm overrides in a Secret when given.
 func sourceTarget(ctx context.Context, ns, name string, r *repo, path, overrides string) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
 		Labels: map[string]string{pipeline.LabelType: pipeline.TypeSourceTarget}},
 		Data: map[string]string{"repo-url": r.url, "ref": r.branch, "path": path}}
 	if overrides != "" {
-		cm.Data["overrides"] = overrides
+		secret := name + "-values"
+		Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret},
+			Data: map[string][]byte{source.OverridesKey: []byte(overrides)}})).To(Succeed())
+		cm.Annotations = map[string]string{source.AnnotationOverridesSecret: secret}
 	}
 	Expect(env.Client.Create(ctx, cm)).To(Succeed())
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -86,6 +87,7 @@ func startAs(t *testing.T, cfgs map[string]*rest.Config) *runner.Pipeline {
 			Config: cfgs[name], Scheme: operator.NewScheme(), VerifyTimeout: -1}
 		if name == runner.Source {
 			o.HTTPAddr = "127.0.0.1:0"
+			o.RepositoryAllowForTesting = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
 		}
 		if i+1 < len(runner.Stages) {
 			o.Next = lis[runner.Stages[i+1]].Addr().String()

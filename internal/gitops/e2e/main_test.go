@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -67,7 +68,9 @@ func setup(e *testenv.Env) (func(), error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pipe, err = runner.StartAll(ctx, runner.Options{HTTPAddr: "127.0.0.1:0", Config: e.Config,
-		Scheme: operator.NewScheme(), ReconcileTick: 200 * time.Millisecond, BeforeStream: func(t source.Target, lease string) {
+		Scheme: operator.NewScheme(), ReconcileTick: 200 * time.Millisecond,
+		// The test git daemon serves on loopback, which the fetch guard refuses unless told otherwise.
+		RepositoryAllowForTesting: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, BeforeStream: func(t source.Target, lease string) {
 			if f := hookFunc.Load(); f != nil {
 				(*f)(t, lease)
 			}

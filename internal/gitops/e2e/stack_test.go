@@ -229,7 +229,9 @@ func (s *stack) start(name string) {
 	// A short batch delay so spans arrive while the test waits, not only at shutdown. The source handler names
 	// its own gRPC address as the resource attribute pharos replays through, as the Platform sets it.
 	p.cmd.Env = append(os.Environ(), "KUBECONFIG="+s.kubeconfig, "OTEL_BSP_SCHEDULE_DELAY=100",
-		"OTEL_RESOURCE_ATTRIBUTES="+pharos.AttrSourceAddress+"="+s.addr[runner.Source])
+		"OTEL_RESOURCE_ATTRIBUTES="+pharos.AttrSourceAddress+"="+s.addr[runner.Source],
+		// The test git daemon listens on loopback (cmd/katastroma's RepositoryAllowForTestingEnv).
+		"KATASTROMA_REPOSITORY_ALLOW_FOR_TESTING=127.0.0.1/32")
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	// The processes die with the test binary even when a timeout panic skips the cleanup.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -264,7 +264,8 @@ func Record(ctx context.Context, c client.Client, namespace, sourceTarget, lease
 	return fmt.Errorf("writing the inventory: %d attempts raced other writers: %w", recordAttempts, last)
 }
 
-// ErrLeaseLost is returned when a newer processor holds the source target's lease.
+// ErrLeaseLost is returned when a newer processor holds the source target's lease. Held and Want are lease
+// references (pipeline.LeaseRef), never lease IDs: the error reaches spans and the source target.
 type ErrLeaseLost struct{ Held, Want string }
 
 func (e *ErrLeaseLost) Error() string {
@@ -284,16 +285,19 @@ func LeasedTarget(ctx context.Context, c client.Client, namespace, sourceTarget,
 	return checkLease(ctx, c, namespace, sourceTarget, leaseID)
 }
 
+// checkLease compares the source target's lease reference with the reference of leaseID: the annotation holds
+// only the digest, so reading it is no way to present the lease.
 func checkLease(ctx context.Context, c client.Client, namespace, sourceTarget, leaseID string) (*corev1.ConfigMap, error) {
+	want := pipeline.LeaseRef(leaseID)
 	cm := &corev1.ConfigMap{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: sourceTarget}, cm); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, &ErrLeaseLost{Want: leaseID}
+			return nil, &ErrLeaseLost{Want: want}
 		}
 		return nil, fmt.Errorf("reading the source target for the lease check: %w", err)
 	}
-	if held := cm.Annotations[pipeline.AnnotationLeaseID]; held != leaseID {
-		return nil, &ErrLeaseLost{Held: held, Want: leaseID}
+	if held := cm.Annotations[pipeline.AnnotationLeaseID]; want == "" || held != want {
+		return nil, &ErrLeaseLost{Held: held, Want: want}
 	}
 	return cm, nil
 }

@@ -4,6 +4,9 @@ package pipeline
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 
@@ -27,6 +30,7 @@ const (
 	AnnotationCommit      = "katastroma.org/commit"
 	AnnotationHash        = "katastroma.org/manifest-hash"
 	AnnotationCredentials = "katastroma.org/credential-secret"
+	// AnnotationLeaseID, on a source target, is the reference (LeaseRef) of the lease held on it, "" when none.
 	AnnotationLeaseID     = "katastroma.org/lease-id"
 	AnnotationLeaseStart  = "katastroma.org/lease-started"
 	AnnotationReplayCount = "katastroma.org/lease-replay-count"
@@ -72,6 +76,10 @@ const (
 	MDHelmHooks = "helm-hooks"
 	// MDVerifyTimeout carries the source target's verify timeout (data.verify-timeout) to the provisioner.
 	MDVerifyTimeout = "verify-timeout"
+	// MDLease carries the lease ID from stage to stage (stage.Forward passes it on). It is the holder's proof,
+	// so it is metadata of the stage calls only: never baggage, which telemetry may copy into spans or carry to
+	// other services, and never stored (the source target holds LeaseRef of it).
+	MDLease = "katastroma-lease"
 )
 
 // Baggage member keys.
@@ -83,7 +91,6 @@ const (
 	bRef       = "katastroma.ref"
 	bPath      = "katastroma.path"
 	bCommit    = "katastroma.commit"
-	bLease     = "katastroma.lease_id"
 	bEvent     = "katastroma.event_id"
 	bOffboard  = "katastroma.offboard"
 )
@@ -92,17 +99,40 @@ const (
 type Context struct {
 	Tenant, Namespace, SourceTarget string
 	RepoURL, Ref, Path, Commit      string
-	LeaseID, EventID                string
-	Offboard                        bool
+	// LeaseID is the secret of the event's lease on the source target: whoever presents it writes as the
+	// holder, so it travels only as MDLease between stages. The source target records LeaseRef(LeaseID).
+	LeaseID  string
+	EventID  string
+	Offboard bool
 }
 
-// WithContext returns ctx carrying pc as W3C baggage members (merged into any baggage ctx already has).
+// NewLeaseID returns a fresh lease secret (128 random bits). It is not the span ID it used to be: span IDs are
+// exported with every trace.
+func NewLeaseID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (it panics if the system source does)
+	return hex.EncodeToString(b)
+}
+
+// LeaseRef is what the source target's katastroma.org/lease-id annotation holds for the lease leaseID: a digest,
+// so a tenant who reads its source target (or anyone who sees the traces, where it is the lease.ref attribute)
+// learns which lease is held but cannot present it. An empty lease has no reference.
+func LeaseRef(leaseID string) string {
+	if leaseID == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte("katastroma.org/lease:" + leaseID))
+	return hex.EncodeToString(sum[:16])
+}
+
+// WithContext returns ctx carrying pc as W3C baggage members (merged into any baggage ctx already has), and
+// its lease ID as outgoing MDLease metadata.
 func WithContext(ctx context.Context, pc Context) (context.Context, error) {
 	b := baggage.FromContext(ctx)
 	for k, v := range map[string]string{
 		// The repository URL is redacted: baggage reaches every stage and every span they export.
 		bTenant: pc.Tenant, bNamespace: pc.Namespace, bTarget: pc.SourceTarget, bRepo: RedactURL(pc.RepoURL), bRef: pc.Ref,
-		bPath: pc.Path, bCommit: pc.Commit, bLease: pc.LeaseID, bEvent: pc.EventID,
+		bPath: pc.Path, bCommit: pc.Commit, bEvent: pc.EventID,
 		bOffboard: strconv.FormatBool(pc.Offboard),
 	} {
 		m, err := baggage.NewMemberRaw(k, v)
@@ -113,16 +143,34 @@ func WithContext(ctx context.Context, pc Context) (context.Context, error) {
 			return ctx, fmt.Errorf("baggage member %s: %w", k, err)
 		}
 	}
-	return baggage.ContextWithBaggage(ctx, b), nil
+	ctx = baggage.ContextWithBaggage(ctx, b)
+	if pc.LeaseID != "" {
+		md, _ := metadata.FromOutgoingContext(ctx)
+		md = md.Copy()
+		md.Set(MDLease, pc.LeaseID)
+		ctx = metadata.NewOutgoingContext(ctx, md)
+	}
+	return ctx, nil
 }
 
-// FromContext reads the pipeline context from ctx's baggage.
+// ForwardLease passes the lease of an incoming stage call on to the calls ctx makes, unless ctx sets one itself.
+func ForwardLease(ctx context.Context) context.Context {
+	if md, _ := metadata.FromOutgoingContext(ctx); len(md.Get(MDLease)) > 0 {
+		return ctx
+	}
+	if id := IncomingValue(ctx, MDLease); id != "" {
+		return metadata.AppendToOutgoingContext(ctx, MDLease, id)
+	}
+	return ctx
+}
+
+// FromContext reads the pipeline context from ctx's baggage, and the lease ID from the incoming MDLease.
 func FromContext(ctx context.Context) Context {
 	b := baggage.FromContext(ctx)
 	get := func(k string) string { return b.Member(k).Value() }
 	return Context{
 		Tenant: get(bTenant), Namespace: get(bNamespace), SourceTarget: get(bTarget), RepoURL: get(bRepo),
-		Ref: get(bRef), Path: get(bPath), Commit: get(bCommit), LeaseID: get(bLease), EventID: get(bEvent),
+		Ref: get(bRef), Path: get(bPath), Commit: get(bCommit), LeaseID: IncomingValue(ctx, MDLease), EventID: get(bEvent),
 		Offboard: get(bOffboard) == "true",
 	}
 }
@@ -135,7 +183,7 @@ func (pc Context) Validate() error {
 	case pc.SourceTarget == "":
 		return fmt.Errorf("pipeline context has no source target (baggage %s)", bTarget)
 	case pc.LeaseID == "":
-		return fmt.Errorf("pipeline context has no lease ID (baggage %s)", bLease)
+		return fmt.Errorf("pipeline context has no lease ID (metadata %s)", MDLease)
 	}
 	return nil
 }

@@ -246,6 +246,16 @@ func Args(p *gitopsv1alpha1.Platform, stage string) []string {
 	return args
 }
 
+// AllowRepositories adds the administrator's fetch guard exemptions (--gitops-repository-allow-cidrs) to the
+// source stage's Deployment d as --repository-allow-cidrs; none adds nothing.
+func AllowRepositories(d *appsv1.Deployment, cidrs []string) {
+	if len(cidrs) == 0 || len(d.Spec.Template.Spec.Containers) == 0 {
+		return
+	}
+	c := &d.Spec.Template.Spec.Containers[0]
+	c.Args = append(c.Args, "--repository-allow-cidrs="+strings.Join(cidrs, ","))
+}
+
 // ServiceAccount of one stage; the stages that never call the API server get no token.
 func ServiceAccount(p *gitopsv1alpha1.Platform, stage string) *corev1.ServiceAccount {
 	return &corev1.ServiceAccount{ObjectMeta: meta(p, stage), AutomountServiceAccountToken: ptr.To(needsAPI(stage))}

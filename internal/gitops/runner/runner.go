@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/quartet-dev/quartet-operator/internal/gitops/renderer"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/source"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/stage"
+	"github.com/quartet-dev/quartet-operator/internal/netguard"
 )
 
 // Stage names, also the subcommands of cmd/katastroma.
@@ -77,6 +79,10 @@ type Options struct {
 	Connection stage.Connection
 	// GitTimeout bounds each git fetch or ref listing of the source handler (0: source.DefaultGitTimeout).
 	GitTimeout time.Duration
+	// RepositoryAllow are the administrator's exemptions from the source handler's fetch guard
+	// (--repository-allow-cidrs, checked with netguard.CheckAllowedPrefix); RepositoryAllowForTesting exempts any
+	// prefix, loopback included, for tests and make dev, which serve their repositories on 127.0.0.1.
+	RepositoryAllow, RepositoryAllowForTesting []netip.Prefix
 	// MaxFetches bounds the source handler's concurrent git fetches (0: source.DefaultMaxFetches).
 	MaxFetches int
 	// MaxFetchesPerTenant and MaxFetchBytes bound one tenant's fetches and one fetch's size (0: the defaults).
@@ -185,7 +191,9 @@ func Start(ctx context.Context, name string, o Options) (*Running, error) {
 		}
 		handler = &source.Handler{Client: c, Renderer: katastromav1.NewRendererServiceClient(next), Lease: o.Lease,
 			Audience: o.RegistrationAudience, BeforeStream: o.BeforeStream, GitTimeout: o.GitTimeout,
-			MaxFetches: o.MaxFetches, MaxFetchesPerTenant: o.MaxFetchesPerTenant, MaxFetchBytes: o.MaxFetchBytes}
+			MaxFetches: o.MaxFetches, MaxFetchesPerTenant: o.MaxFetchesPerTenant, MaxFetchBytes: o.MaxFetchBytes,
+			Guard: netguard.New(netguard.AllowPrefixes(o.RepositoryAllow...),
+				netguard.AllowPrefixesForTesting(o.RepositoryAllowForTesting...))}
 		handler.Start(ctx)
 		tick := o.ReconcileTick
 		if tick <= 0 {

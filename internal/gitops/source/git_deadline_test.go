@@ -3,10 +3,13 @@ package source
 import (
 	"context"
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/quartet-dev/quartet-operator/internal/netguard"
 )
 
 // hangingGitServer accepts git:// connections and never answers (a stuck server or a half-open connection).
@@ -36,7 +39,9 @@ func hangingGitServer(t *testing.T) string {
 
 // A fetch and a ref listing against a server that never answers end at the git timeout with an error naming it.
 func TestGitFetchAgainstAHangingServerEndsAtTheTimeout(t *testing.T) {
-	h := &Handler{GitTimeout: 300 * time.Millisecond}
+	// The hanging server listens on loopback, which the fetch guard refuses unless allowed.
+	h := &Handler{GitTimeout: 300 * time.Millisecond,
+		Guard: netguard.New(netguard.AllowPrefixesForTesting(netip.MustParsePrefix("127.0.0.1/32")))}
 	tg := Target{Namespace: "team", Name: "web", RepoURL: hangingGitServer(t), Ref: "main"}
 	for name, call := range map[string]func() error{
 		"fetch": func() error {

@@ -23,6 +23,7 @@ import (
 	"github.com/quartet-dev/quartet-operator/internal/gitops/inventory"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/pipeline"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/stage"
+	"github.com/quartet-dev/quartet-operator/internal/netguard"
 	"github.com/quartet-dev/quartet-operator/internal/telemetry"
 )
 
@@ -63,6 +64,11 @@ type Handler struct {
 	BeforeStream func(t Target, leaseID string)
 	// GitTimeout bounds each git fetch and ref listing (0: DefaultGitTimeout).
 	GitTimeout time.Duration
+	// Guard checks every repository fetch and ref listing (fetchguard.go); nil refuses every special-purpose
+	// range (--repository-allow-cidrs exempts some).
+	Guard *netguard.Guard
+	// localRepositories lets fetches read file:// repositories (package tests).
+	localRepositories bool
 	// MaxFetches bounds the git fetches running at once (0: DefaultMaxFetches); see fetch.go.
 	MaxFetches int
 	// MaxFetchesPerTenant bounds those of one tenant (0: DefaultMaxFetchesPerTenant); MaxFetchBytes bounds what
@@ -119,12 +125,13 @@ func tracer() trace.Tracer { return otel.Tracer(stage.TracerName) }
 // TargetFromConfigMap reads a source target ConfigMap.
 func TargetFromConfigMap(cm *corev1.ConfigMap) (Target, error) {
 	t := Target{Namespace: cm.Namespace, Name: cm.Name, RepoURL: cm.Data["repo-url"], Ref: cm.Data["ref"],
-		Path: cm.Data["path"], Overrides: cm.Data["overrides"], HelmHooks: cm.Data["helm-hooks"],
+		Path: cm.Data["path"], Overrides: cm.Data[legacyOverrides], HelmHooks: cm.Data["helm-hooks"],
+		OverridesSecret:  cm.Annotations[AnnotationOverridesSecret],
 		VerifyTimeout:    cm.Data["verify-timeout"],
 		CredentialSecret: cm.Annotations[pipeline.AnnotationCredentials],
 		Offboard:         cm.Annotations[pipeline.AnnotationOffboard] == "true",
 		Inputs:           decodeInputs(cm.Annotations[AnnotationRenderInputs]),
-		LeaseID:          cm.Annotations[pipeline.AnnotationLeaseID]}
+		LeaseRef:         cm.Annotations[pipeline.AnnotationLeaseID]}
 	if !cm.DeletionTimestamp.IsZero() {
 		// A deleted target only runs the offboarding of its deletion (deletion.go): a push, retrieve or replay
 		// arriving meanwhile must not deploy again what is being pruned.
@@ -194,13 +201,17 @@ func startEvent(kind, tenant string, attrs ...attribute.KeyValue) (context.Conte
 	return ctx, span
 }
 
-// startTarget opens the source_target span; its span ID is the lease ID.
+// AttrLeaseRef, on a source_target span, is the reference of the lease the target's processor holds (the
+// source target's lease annotation), never the lease ID: spans are exported.
+const AttrLeaseRef = "lease.ref"
+
+// startTarget opens the source_target span and draws the target's new lease ID.
 func startTarget(ctx context.Context, t Target) (context.Context, trace.Span, string) {
 	ctx, span := tracer().Start(ctx, "source_target", trace.WithAttributes(
 		attribute.String("source_target.name", t.Namespace+"/"+t.Name),
 		attribute.String("source_target.repo_url", pipeline.RedactURL(t.RepoURL)), attribute.String("source_target.ref", t.Ref),
 		attribute.String("source_target.path", t.Path)))
-	return ctx, span, span.SpanContext().SpanID().String()
+	return ctx, span, pipeline.NewLeaseID()
 }
 
 // newJob starts a target span in ctx (the event's, which the job runs in) and takes the lease for a new event
@@ -214,7 +225,7 @@ func (h *Handler) newJob(ctx, lctx context.Context, t Target, commit string) (*j
 		stage.End(span, err)
 		return nil, err
 	}
-	span.SetAttributes(attribute.String("lease.id", leaseID), attribute.String("commit", commit))
+	span.SetAttributes(attribute.String(AttrLeaseRef, pipeline.LeaseRef(leaseID)), attribute.String("commit", commit))
 	return &job{target: t, commit: commit, ctx: ctx, span: span, leaseID: leaseID}, nil
 }
 
@@ -279,6 +290,9 @@ func (h *Handler) process(j *job) (err error) {
 		defer release()
 		auth, err := h.auth(ctx, t)
 		if err != nil {
+			return err
+		}
+		if t.Overrides, err = h.overrides(ctx, t); err != nil {
 			return err
 		}
 		commit, err := h.sharedFetch(ctx, t, j.commit, auth)
@@ -359,21 +373,37 @@ func lastError(err error) string {
 	return msg
 }
 
-// fetchCommit fetches a target's commit under the git timeout.
+// fetchCommit fetches a target's commit under the git timeout, through the fetch guard.
 func (h *Handler) fetchCommit(ctx context.Context, t Target, sha string, auth authMethod) (c *object.Commit, err error) {
 	defer func() { err = pipeline.RedactError(err, t.RepoURL) }()
 	err = gitDeadline(ctx, h.GitTimeout, "fetching "+pipeline.RedactURL(t.RepoURL), func(ctx context.Context) error {
-		c, err = FetchCommitBounded(ctx, t.RepoURL, t.Ref, sha, auth, h.MaxFetchBytes)
+		ctx = WithFetchGuard(ctx, h.Guard)
+		url, err := guardedURL(ctx, t.RepoURL, h.localRepositories)
+		if err != nil {
+			return err
+		}
+		if auth, err = guardSSH(ctx, url, auth); err != nil {
+			return err
+		}
+		c, err = FetchCommitBounded(ctx, url, t.Ref, sha, auth, h.MaxFetchBytes)
 		return err
 	})
 	return c, err
 }
 
-// resolveRef resolves a target's ref under the git timeout.
+// resolveRef resolves a target's ref under the git timeout, through the fetch guard.
 func (h *Handler) resolveRef(ctx context.Context, t Target, auth authMethod) (sha string, err error) {
 	defer func() { err = pipeline.RedactError(err, t.RepoURL) }()
 	err = gitDeadline(ctx, h.GitTimeout, "listing "+pipeline.RedactURL(t.RepoURL), func(ctx context.Context) error {
-		sha, err = ResolveRef(ctx, t.RepoURL, t.Ref, auth)
+		ctx = WithFetchGuard(ctx, h.Guard)
+		url, err := guardedURL(ctx, t.RepoURL, h.localRepositories)
+		if err != nil {
+			return err
+		}
+		if auth, err = guardSSH(ctx, url, auth); err != nil {
+			return err
+		}
+		sha, err = ResolveRef(ctx, url, t.Ref, auth)
 		return err
 	})
 	return sha, err

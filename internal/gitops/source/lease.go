@@ -59,11 +59,13 @@ func (l LeaseConfig) Active(cm *corev1.ConfigMap, now time.Time) bool {
 	return err == nil && now.Sub(started) < l.staleAfter()
 }
 
+// setLease records the lease leaseID on cm: by its reference only (pipeline.LeaseRef). The source target sits in
+// the tenant's namespace, readable by the tenant; the lease ID itself stays with the processor and its calls.
 func setLease(cm *corev1.ConfigMap, leaseID string, now time.Time) {
 	if cm.Annotations == nil {
 		cm.Annotations = map[string]string{}
 	}
-	cm.Annotations[pipeline.AnnotationLeaseID] = leaseID
+	cm.Annotations[pipeline.AnnotationLeaseID] = pipeline.LeaseRef(leaseID)
 	cm.Annotations[pipeline.AnnotationLeaseStart] = now.UTC().Format(time.RFC3339)
 	// Every target that deploys gets the prune finalizer with its lease, in the same fenced update (a
 	// separate write would move the resourceVersion the record expects). A target never leased deployed
@@ -140,7 +142,7 @@ func Release(ctx context.Context, c client.Client, key types.NamespacedName, lea
 		if err := c.Get(ctx, key, cm); err != nil {
 			return client.IgnoreNotFound(err)
 		}
-		if cm.Annotations[pipeline.AnnotationLeaseID] != leaseID {
+		if cm.Annotations[pipeline.AnnotationLeaseID] != pipeline.LeaseRef(leaseID) {
 			return nil
 		}
 		delete(cm.Annotations, pipeline.AnnotationLeaseID)

@@ -70,14 +70,19 @@ func UnderPath(dir, file string) bool {
 type Target struct {
 	Namespace, Name    string
 	RepoURL, Ref, Path string
-	Overrides          string
+	// Overrides are the Helm values: read from OverridesSecret when the event runs (overrides.go); set from the
+	// ConfigMap only while an earlier version's data.overrides awaits its move into a Secret.
+	Overrides string
+	// OverridesSecret names the Secret holding the Helm values (AnnotationOverridesSecret).
+	OverridesSecret string
 	// HelmHooks is data.helm-hooks, the renderer's hook policy (renderer.DataHelmHooks).
 	HelmHooks string
 	// VerifyTimeout is data.verify-timeout, the provisioner's health verify timeout for this target.
-	VerifyTimeout       string
-	CredentialSecret    string
-	Offboard            bool
-	LeaseID, LeaseStart string
+	VerifyTimeout    string
+	CredentialSecret string
+	Offboard         bool
+	// LeaseRef is the reference of the lease held on the target (its lease annotation), not a lease ID.
+	LeaseRef string
 	// Inputs are the paths outside Path the target's last render read (AnnotationRenderInputs): an overlay's
 	// bases and components.
 	Inputs []string

@@ -122,6 +122,7 @@ func (h *Handler) reconcileDue(ctx context.Context, now time.Time) {
 		h.rec.last, h.rec.deleting = map[string]time.Time{}, map[string]time.Time{}
 	}
 	h.rec.mu.Unlock()
+	h.migrateOverrides(ctx, l.Items)
 	h.deletions(ctx, l.Items, now)
 	h.rec.mu.Lock()
 	var due []*corev1.ConfigMap
@@ -336,7 +337,7 @@ func (h *Handler) startTargetEvent(ctx context.Context, cm *corev1.ConfigMap, ki
 		stage.End(span, nil)
 		return err
 	}
-	jspan.SetAttributes(attribute.String("lease.id", leaseID), attribute.String("commit", commit))
+	jspan.SetAttributes(attribute.String(AttrLeaseRef, pipeline.LeaseRef(leaseID)), attribute.String("commit", commit))
 	h.inflight.Add(1)
 	go func() {
 		defer h.inflight.Done()

@@ -259,6 +259,22 @@ func (h *Handler) putTarget(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// Helm values may hold credentials: they go into a Secret, never into the ConfigMap (overrides.go).
+	overridesSecret := ""
+	if reg.Overrides != "" {
+		var err error
+		if overridesSecret, err = writeOverridesSecret(ctx, h.Client, ns, name, reg.Overrides); err != nil {
+			if errors.Is(err, errNotTheTargets) {
+				reply(w, http.StatusConflict, map[string]any{"error": err.Error()})
+				return
+			}
+			h.writeFailed(w, r, err)
+			return
+		}
+	} else if err := deleteOverridesSecret(ctx, h.Client, ns, name); err != nil {
+		h.writeFailed(w, r, err)
+		return
+	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	op, err := controllerutil.CreateOrUpdate(ctx, h.Client, cm, func() error {
 		if cm.CreationTimestamp.IsZero() || cm.Labels[pipeline.LabelType] == pipeline.TypeSourceTarget {
@@ -267,9 +283,6 @@ func (h *Handler) putTarget(w http.ResponseWriter, r *http.Request) {
 			return errNotATarget
 		}
 		cm.Data = map[string]string{"repo-url": reg.RepoURL, "ref": reg.Ref, "path": reg.Path}
-		if reg.Overrides != "" {
-			cm.Data["overrides"] = reg.Overrides
-		}
 		if reg.HelmHooks != "" {
 			cm.Data[renderer.DataHelmHooks] = reg.HelmHooks
 		}
@@ -291,6 +304,11 @@ func (h *Handler) putTarget(w http.ResponseWriter, r *http.Request) {
 			cm.Annotations[pipeline.AnnotationRenamedFrom] = reg.RenamedFrom
 		} else {
 			delete(cm.Annotations, pipeline.AnnotationRenamedFrom)
+		}
+		if overridesSecret != "" {
+			cm.Annotations[AnnotationOverridesSecret] = overridesSecret
+		} else {
+			delete(cm.Annotations, AnnotationOverridesSecret)
 		}
 		// A target registered here is served by this API's Platform; a replaced one keeps its pin.
 		pin(cm, h.Lease.Platform)
@@ -339,6 +357,10 @@ func (h *Handler) deleteTarget(w http.ResponseWriter, r *http.Request) {
 	// What the target deployed is pruned before the ConfigMap goes (its finalizer, deletion.go), unless it
 	// carries katastroma.org/orphan-on-delete: "true".
 	if err := h.Client.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
+		h.writeFailed(w, r, err)
+		return
+	}
+	if err := deleteOverridesSecret(ctx, h.Client, ns, name); err != nil {
 		h.writeFailed(w, r, err)
 		return
 	}

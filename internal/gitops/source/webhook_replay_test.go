@@ -35,7 +35,7 @@ func TestWebhookRefusesReplaysAndOversizedBodies(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(&corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: WebhookSecretName},
 		Data:       map[string][]byte{WebhookSecretKey: secret}}).Build()
-	h := &Handler{Client: c}
+	h := &Handler{Client: c, localRepositories: true}
 	mux := h.Mux()
 	deliver := func(id string, body []byte) (int, map[string]any) {
 		req := httptest.NewRequest(http.MethodPost, "/webhook/team", strings.NewReader(string(body)))
@@ -104,7 +104,7 @@ func TestWebhookDeploysOnlyTheHeadOfTheRef(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(&corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: WebhookSecretName},
 		Data:       map[string][]byte{WebhookSecretKey: secret}}, target).Build()
-	h := &Handler{Client: c}
+	h := &Handler{Client: c, localRepositories: true}
 	body := []byte(fmt.Sprintf(`{"ref":"refs/heads/master","before":"0000000000000000000000000000000000000000","after":%q,
 "forced":true,"repository":{"clone_url":%q}}`, commits[0], url))
 	req := httptest.NewRequest(http.MethodPost, "/webhook/team", strings.NewReader(string(body)))

@@ -34,9 +34,10 @@ func RecvAll[T any](r Receiver[T]) ([]*T, error) {
 // Opener opens a client-streaming RPC of the next stage.
 type Opener[T any] func(context.Context, ...grpc.CallOption) (grpc.ClientStreamingClient[T, katastromav1.StageSummary], error)
 
-// Forward streams msgs to the next stage's client-streaming RPC, announcing their count, and returns its summary.
+// Forward streams msgs to the next stage's client-streaming RPC, announcing their count and passing the lease
+// on, and returns its summary.
 func Forward[T any](ctx context.Context, open Opener[T], msgs []*T) (*katastromav1.StageSummary, error) {
-	stream, err := open(pipeline.WithCount(ctx, len(msgs)))
+	stream, err := open(pipeline.WithCount(pipeline.ForwardLease(ctx), len(msgs)))
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -195,7 +196,7 @@ func BenchmarkPipelineVsKubectl(b *testing.B) {
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Wrap(requests.wrap)
 	p, err := runner.StartAll(pctx, runner.Options{HTTPAddr: "127.0.0.1:0", Config: cfg,
-		Scheme: operator.NewScheme()})
+		Scheme: operator.NewScheme(), RepositoryAllowForTesting: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 	must(b, err)
 
 	// Baseline input: the same manifests rendered and labelled as the pipeline does, applied by kubectl.

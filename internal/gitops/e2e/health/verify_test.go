@@ -102,7 +102,7 @@ func provisionWith(t *testing.T, verifyTimeout, callTimeout time.Duration, md ma
 	leaseID := rand.String(16)
 	Expect(env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web",
 		Labels:      map[string]string{pipeline.LabelType: pipeline.TypeSourceTarget},
-		Annotations: map[string]string{pipeline.AnnotationLeaseID: leaseID}}})).To(Succeed())
+		Annotations: map[string]string{pipeline.AnnotationLeaseID: pipeline.LeaseRef(leaseID)}}})).To(Succeed())
 
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	Expect(err).NotTo(HaveOccurred())
