@@ -149,11 +149,11 @@ func (a *Authenticator) WithoutServed() *Authenticator {
 	return &Authenticator{Review: a.Review, Namespaces: a.Namespaces}
 }
 
-// UnaryInterceptor and StreamInterceptor authenticate the calls of a gRPC server that is no stage.Server (pharos's
-// OTLP/gRPC receiver); NewWith installs them itself.
+// UnaryInterceptor authenticates the unary calls of a gRPC server that is no stage.Server (pharos's OTLP/gRPC
+// receiver); NewWith installs it itself.
 func (a *Authenticator) UnaryInterceptor() grpc.UnaryServerInterceptor { return a.unary }
 
-// StreamInterceptor: see UnaryInterceptor.
+// StreamInterceptor authenticates the streaming calls of such a server.
 func (a *Authenticator) StreamInterceptor() grpc.StreamServerInterceptor { return a.stream }
 
 // HTTP authenticates every request to next but the paths in open (health checks): 401 without a valid token for
