@@ -165,7 +165,9 @@ func gitDaemon() (string, error) {
 
 func BenchmarkPipelineVsKubectl(b *testing.B) {
 	ctx := context.Background()
-	env, err := testenv.Start(testenv.Options{})
+	// The operator's CRDs (Tenant) without its webhook configurations: no manager serves them here.
+	env, err := testenv.Start(testenv.Options{WithoutOperator: true,
+		ExtraCRDPaths: []string{filepath.Join(testenv.RepoRoot(), "config", "crd", "bases")}})
 	must(b, err)
 	defer func() { _ = env.Stop() }()
 	c := env.Client
