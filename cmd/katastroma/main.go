@@ -18,6 +18,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -94,7 +96,8 @@ func run(args []string) error {
 	tokenFile := fs.String("stage-token-file", "", "Projected ServiceAccount token (audience "+stage.Audience+") sent with "+
 		"every call to another stage.")
 	callers := fs.String("stage-callers", "", "Comma-separated namespaces whose stage ServiceAccounts (katastroma-*) may call "+
-		"this stage; set, every call needs their token (TokenReview). Provisioner and pruner only.")
+		"this stage; set, every call needs their token (TokenReview), and every stage but the source handler takes "+
+		"work only for namespaces the Platform serves (a tenant namespace its Tenant claimed).")
 	verifyTimeout := fs.Duration("verify-timeout", provisioner.DefaultVerifyTimeout, "How long the provisioner "+
 		"waits for the applied objects to become healthy (kstatus Current) before failing the event; 0 turns "+
 		"the verify off. Must stay below --rpc-timeout (unset, it is lowered to 3/5 of a smaller --rpc-timeout).")
@@ -138,20 +141,15 @@ func run(args []string) error {
 	if o.VerifyTimeout, err = verifyDeadline(fs, *verifyTimeout, *rpcTimeout); err != nil {
 		return err
 	}
-	if mode == "all-in-one" || mode == runner.Source || mode == runner.Provisioner || mode == runner.Pruner {
+	if *callers != "" || mode == "all-in-one" || mode == runner.Source || mode == runner.Provisioner || mode == runner.Pruner {
 		if o.Config, err = ctrl.GetConfig(); err != nil {
 			return fmt.Errorf("loading the kubeconfig: %w", err)
 		}
 	}
 	if *callers != "" {
-		if o.Config == nil {
-			return fmt.Errorf("--stage-callers: the %s stage does not check callers (provisioner and pruner do)", mode)
-		}
-		reviews, err := client.New(o.Config, client.Options{Scheme: o.Scheme})
-		if err != nil {
+		if o.Connection.Auth, err = stageAuth(o.Config, o.Scheme, *callers, true); err != nil {
 			return err
 		}
-		o.Connection.Auth = &stage.Authenticator{Review: stage.KubeReview(reviews), Namespaces: strings.Split(*callers, ",")}
 	}
 	if *metricsAddr != "0" {
 		lis, err := net.Listen("tcp", *metricsAddr)
@@ -211,4 +209,19 @@ func verifyDeadline(fs *flag.FlagSet, verify, rpc time.Duration) (time.Duration,
 			"would be cut first", verify, rpc)
 	}
 	return rpc * 3 / 5, nil
+}
+
+// stageAuth is the Authenticator of --stage-callers: tokens reviewed by the API server, and, for the pipeline
+// stages (served), the work's namespace checked against the Platform's tenants (stage.KubeServed). The stage's
+// ServiceAccount needs tokenreviews create and get on namespaces and tenants (the shipped stage roles).
+func stageAuth(cfg *rest.Config, scheme *runtime.Scheme, callers string, served bool) (*stage.Authenticator, error) {
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	a := &stage.Authenticator{Review: stage.KubeReview(c), Namespaces: strings.Split(callers, ",")}
+	if served {
+		a.Served = stage.KubeServed(c, a.Namespaces)
+	}
+	return a, nil
 }

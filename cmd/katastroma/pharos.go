@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/quartet-dev/quartet-operator/internal/gitops/pharos"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/stage"
 	"github.com/quartet-dev/quartet-operator/internal/operator"
 )
 
@@ -46,6 +48,10 @@ func runPharos(args []string) error {
 	state := fs.String("state-configmap", "", "namespace/name of the ConfigMap keeping the tracked events; empty keeps them in memory (lost on restart).")
 	metricsAddr := fs.String("metrics-bind-address", ":9090", "Where Prometheus metrics are served; 0 disables.")
 	logLevel := fs.String("log-level", "info", "Log verbosity: debug, info, error, or a number.")
+	tokenFile := fs.String("stage-token-file", "", "Projected ServiceAccount token (audience "+stage.Audience+
+		") sent with every Replay call to the source handler.")
+	callers := fs.String("stage-callers", "", "Comma-separated namespaces whose stage ServiceAccounts (katastroma-*, the "+
+		"collector's katastroma-otel-collector among them) may export spans; set, both OTLP ports need their token (TokenReview).")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -59,6 +65,18 @@ func runPharos(args []string) error {
 		SourceHandlers: sourceHandlers,
 		Config: pharos.Config{CrashTimeout: *crash, ReplayLimit: *limit, BackoffBase: *backoff,
 			BackoffMax: *backoffMax, Retention: *retention, DefaultAddress: *source, RootWait: *rootWait}}
+	o.Dial = func(addr string) (*grpc.ClientConn, error) {
+		return stage.DialWith(addr, stage.Connection{TokenFile: *tokenFile})
+	}
+	if *callers != "" {
+		cfg, err := ctrl.GetConfig()
+		if err != nil {
+			return fmt.Errorf("loading the kubeconfig: %w", err)
+		}
+		if o.Auth, err = stageAuth(cfg, operator.NewScheme(), *callers, false); err != nil {
+			return err
+		}
+	}
 	if *state != "" {
 		ns, name, ok := strings.Cut(*state, "/")
 		if !ok || ns == "" || name == "" {

@@ -63,13 +63,13 @@ type PlatformReconciler struct {
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // The shipped ClusterRoles are bound by name, never written (platform.BindableClusterRoles).
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=get;list;watch
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=quartet-operator-katastroma-source;quartet-operator-katastroma-provisioner;quartet-operator-katastroma-pruner;quartet-operator-katastroma-source-tenant;quartet-operator-katastroma-pharos;quartet-operator-katastroma-tenant-provisioner;quartet-operator-katastroma-tenant-pruner
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=quartet-operator-katastroma-source;quartet-operator-katastroma-provisioner;quartet-operator-katastroma-pruner;quartet-operator-katastroma-source-tenant;quartet-operator-katastroma-pharos;quartet-operator-katastroma-caller-check;quartet-operator-katastroma-tenant-provisioner;quartet-operator-katastroma-tenant-pruner
 // One ClusterRoleBinding per stage role, with fixed names (platform.SharedBindingNames): create cannot be limited by
 // name, update/patch/delete are; the escalation guard refuses any other subject than a stage ServiceAccount.
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=get;list;watch;create
 // Tenants are read: a tenant namespace gets the source stage's binding only once its Tenant claimed it.
 // +kubebuilder:rbac:groups=katastroma.org,resources=tenants,verbs=get;list;watch
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=update;patch;delete,resourceNames=quartet-operator-katastroma-source;quartet-operator-katastroma-provisioner;quartet-operator-katastroma-pruner
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=update;patch;delete,resourceNames=quartet-operator-katastroma-source;quartet-operator-katastroma-provisioner;quartet-operator-katastroma-pruner;quartet-operator-katastroma-caller-check
 // RoleBindings of shipped ClusterRoles only (pharos's here, the source stage's in tenant namespaces); the guard
 // confines them to tenant and Platform namespaces. The Roles earlier versions wrote are deleted by name.
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;list;watch;create;update;patch;delete

@@ -90,7 +90,9 @@ func TestPlatformControllerBindsOnlyTheShippedRoles(t *testing.T) {
 		_, err := r.Reconcile(ctx, req)
 		return err
 	}).Should(Succeed(), "reconciling as the operator's ServiceAccount")
-	for _, stage := range []string{gitopsv1alpha1.StageSource, gitopsv1alpha1.StageProvisioner, gitopsv1alpha1.StagePruner} {
+	// Renderer and pharos: the caller-check role every stage without another one gets to authenticate its callers.
+	for _, stage := range []string{gitopsv1alpha1.StageSource, gitopsv1alpha1.StageProvisioner, gitopsv1alpha1.StagePruner,
+		gitopsv1alpha1.StageRenderer, gitopsv1alpha1.StagePharos} {
 		crb := &rbacv1.ClusterRoleBinding{}
 		get(g, types.NamespacedName{Name: platform.SharedBindingName(stage)}, crb)
 		g.Expect(crb.RoleRef).To(Equal(rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole",

@@ -86,6 +86,9 @@ func boolAttr(kvs []*commonv1.KeyValue, key string) bool {
 	return false
 }
 
+// healthPath is the kubelet's probe, open without a token.
+const healthPath = "/healthz"
+
 // httpHandler serves OTLP/HTTP POST /v1/traces (application/x-protobuf and application/json, optionally gzip).
 func httpHandler(maxBytes int64, export func(*collectortrace.ExportTraceServiceRequest)) http.Handler {
 	mux := http.NewServeMux()
@@ -125,7 +128,7 @@ func httpHandler(maxBytes int64, export func(*collectortrace.ExportTraceServiceR
 		w.Header().Set("Content-Type", mt)
 		_, _ = w.Write(out)
 	})
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	mux.HandleFunc("GET "+healthPath, func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
 	return mux
 }
 

@@ -61,8 +61,11 @@ type Options struct {
 	// (--source-handlers) plus Config.DefaultAddress. A span naming any other address is refused (Untrusted),
 	// never dialed; with neither set pharos dials nothing.
 	SourceHandlers []string
-	// Dial connects to a source handler (default stage.Dial).
+	// Dial connects to a source handler (default stage.Dial; the katastroma command sends pharos's stage token).
 	Dial func(addr string) (*grpc.ClientConn, error)
+	// Auth, when set, admits OTLP exports on both ports only with a stage token of the Platform (the collector's
+	// or a stage's, see stage.Authenticator); /healthz stays open for the kubelet's probes.
+	Auth *stage.Authenticator
 	// Now is the clock (default time.Now).
 	Now    func() time.Time
 	Logger logr.Logger
@@ -133,9 +136,16 @@ func Start(ctx context.Context, o Options) (*Pharos, error) {
 		_ = p.grpcLis.Close()
 		return nil, err
 	}
-	p.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(int(o.MaxBodyBytes)))
+	grpcOpts := []grpc.ServerOption{grpc.MaxRecvMsgSize(int(o.MaxBodyBytes))}
+	handler := httpHandler(o.MaxBodyBytes, p.export)
+	if o.Auth != nil {
+		grpcOpts = append(grpcOpts, grpc.ChainUnaryInterceptor(o.Auth.UnaryInterceptor()),
+			grpc.ChainStreamInterceptor(o.Auth.StreamInterceptor()))
+		handler = o.Auth.HTTP(handler, healthPath)
+	}
+	p.grpcSrv = grpc.NewServer(grpcOpts...)
 	collectortrace.RegisterTraceServiceServer(p.grpcSrv, &traceService{p: p})
-	p.httpSrv = &http.Server{Handler: httpHandler(o.MaxBodyBytes, p.export), ReadHeaderTimeout: 10 * time.Second}
+	p.httpSrv = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	errs := make(chan error, 2)
 	go func() { errs <- p.grpcSrv.Serve(p.grpcLis) }()
 	go func() { errs <- p.httpSrv.Serve(p.httpLis) }()

@@ -72,6 +72,9 @@ const (
 	SourceTenantClusterRole = ShippedNamePrefix + "katastroma-source-tenant"
 	// PharosClusterRole is pharos's state ConfigMap, bound by a RoleBinding in its Platform's namespace.
 	PharosClusterRole = ShippedNamePrefix + "katastroma-pharos"
+	// CallerCheckClusterRole is what the stages with no other cluster role need to authenticate their callers
+	// and check the work's namespace (stageAuthRules): renderer, orderer, labeler and pharos.
+	CallerCheckClusterRole = ShippedNamePrefix + "katastroma-caller-check"
 	// TenantProvisionerClusterRole and TenantPrunerClusterRole are what a tenant's pipeline identities may do in
 	// its namespaces, bound there by the Tenant controller. Both are aggregated: administrators grant tenants a
 	// new kind by labelling a ClusterRole of their own (AggregateToTenantProvisioner, AggregateToTenantPruner), so
@@ -108,8 +111,20 @@ func StageClusterRole(stage string) string {
 		return ProvisionerClusterRole
 	case gitopsv1alpha1.StagePruner:
 		return PrunerClusterRole
+	case gitopsv1alpha1.StageRenderer, gitopsv1alpha1.StageOrderer, gitopsv1alpha1.StageLabeler, gitopsv1alpha1.StagePharos:
+		return CallerCheckClusterRole
 	}
 	return ""
+}
+
+// stageAuthRules are what every stage needs to check a call (stage.Authenticator): review the caller's token, and
+// read the namespace and the Tenant the work names (stage.KubeServed).
+func stageAuthRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}},
+		{APIGroups: []string{gitopsv1alpha1.GroupVersion.Group}, Resources: []string{"tenants"}, Verbs: []string{"get"}},
+	}
 }
 
 // ShippedClusterRoles are the ClusterRoles config/rbac ships, with their prefixed names; a test keeps the YAML
@@ -143,13 +158,16 @@ func ShippedClusterRoles() []*rbacv1.ClusterRole {
 			// A caller outside the target's namespace must hold sourcetargets there itself (SubjectAccessReview).
 			rbacv1.PolicyRule{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 			rbacv1.PolicyRule{APIGroups: []string{gitopsv1alpha1.GroupVersion.Group}, Resources: []string{"tenants"}, Verbs: []string{"get"}}),
-		// Both review their callers' stage tokens (TokenReview): only their Platform's stages may have them write.
-		role(ProvisionerClusterRole, append(readRules(), impersonate(gitopsv1alpha1.ProvisionerServiceAccount),
-			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "update", "patch"}},
-			rbacv1.PolicyRule{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}})...),
-		role(PrunerClusterRole, append(readRules(), impersonate(gitopsv1alpha1.PrunerServiceAccount),
-			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"update", "patch", "delete"}},
-			rbacv1.PolicyRule{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}})...),
+		// Both check their callers (stageAuthRules): only their Platform's stages may have them write, and only
+		// for namespaces it serves.
+		role(ProvisionerClusterRole, append(append(readRules(), impersonate(gitopsv1alpha1.ProvisionerServiceAccount),
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "update", "patch"}}),
+			stageAuthRules()...)...),
+		role(PrunerClusterRole, append(append(readRules(), impersonate(gitopsv1alpha1.PrunerServiceAccount),
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"update", "patch", "delete"}}),
+			stageAuthRules()...)...),
+		// The other stages call the API server only to check their callers.
+		role(CallerCheckClusterRole, stageAuthRules()...),
 		// The source stage's writes, bound in each tenant namespace (a namespace labelled katastroma.org/tenant):
 		// leases and targets in ConfigMaps, the registration API's credential Secrets, and reads of the webhook and
 		// credential Secrets. Outside tenant namespaces the source handler can write nothing.
@@ -173,7 +191,7 @@ func ShippedClusterRoles() []*rbacv1.ClusterRole {
 // (resourceNames); the tenant defaults reach tenants through aggregation, not a binding.
 func BindableClusterRoles() []string {
 	return []string{SourceClusterRole, ProvisionerClusterRole, PrunerClusterRole, SourceTenantClusterRole,
-		PharosClusterRole, TenantProvisionerClusterRole, TenantPrunerClusterRole}
+		PharosClusterRole, CallerCheckClusterRole, TenantProvisionerClusterRole, TenantPrunerClusterRole}
 }
 
 // ShippedRules are the rules of the shipped ClusterRole name, or nil.
@@ -205,7 +223,7 @@ func SharedBindingLabels() map[string]string {
 
 // SharedBindingNames are the names of every shared ClusterRoleBinding (the operator's resourceNames).
 func SharedBindingNames() []string {
-	return []string{SourceClusterRole, ProvisionerClusterRole, PrunerClusterRole}
+	return []string{SourceClusterRole, ProvisionerClusterRole, PrunerClusterRole, CallerCheckClusterRole}
 }
 
 // StageSubject is p's ServiceAccount of stage, as a subject of the stage's shared ClusterRoleBinding.

@@ -165,23 +165,11 @@ func Replicas(p *gitopsv1alpha1.Platform, stage string) int32 {
 	return 1
 }
 
-// needsAPI says whether a stage talks to the API server (and so mounts a token).
-func needsAPI(stage string) bool {
-	switch stage {
-	case gitopsv1alpha1.StageSource, gitopsv1alpha1.StageProvisioner, gitopsv1alpha1.StagePruner, gitopsv1alpha1.StagePharos:
-		return true
-	}
-	return false
-}
-
-// Stage authentication (stage.Authenticator): the stages that write and delete as the tenants accept calls only
-// from their Platform's stages, which send a projected ServiceAccount token for the stage audience.
-var (
-	// stageCallers are the stages that check their callers.
-	stageCallers = map[string]bool{gitopsv1alpha1.StageProvisioner: true, gitopsv1alpha1.StagePruner: true}
-	// sendsStageToken are the stages that call them: the labeler calls the provisioner, the provisioner the pruner.
-	sendsStageToken = map[string]bool{gitopsv1alpha1.StageLabeler: true, gitopsv1alpha1.StageProvisioner: true}
-)
+// Stage authentication (stage.Authenticator): every stage's gRPC server and pharos's OTLP ports accept calls only
+// from their Platform's stages (and its collector), which send a projected ServiceAccount token for the stage
+// audience. Every stage calls another: the source handler the renderer, the renderer the orderer, the orderer the
+// labeler, the labeler the provisioner, the provisioner the pruner, the pruner the orderer, pharos the source
+// handler (Replay); so every stage mounts that token.
 
 // StageAudience is the audience of the stage tokens (stage.Audience; the operator does not import the stage
 // package, whose metrics would join its own).
@@ -189,6 +177,19 @@ const StageAudience = "katastroma-stage"
 
 // StageTokenPath is where a calling stage's projected token is mounted.
 const StageTokenPath = "/var/run/secrets/katastroma/stage/token"
+
+// StageTokenVolume is the projected ServiceAccount token a stage (or the collector) sends to the Platform's
+// stages: audience StageAudience, an hour long (the kubelet renews it; the stages re-read it).
+func StageTokenVolume() corev1.Volume {
+	return corev1.Volume{Name: "stage-token", VolumeSource: corev1.VolumeSource{
+		Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+			Audience: StageAudience, ExpirationSeconds: ptr.To[int64](3600), Path: "token"}}}}}}
+}
+
+// StageTokenMount mounts StageTokenVolume at StageTokenPath.
+func StageTokenMount() corev1.VolumeMount {
+	return corev1.VolumeMount{Name: "stage-token", MountPath: path.Dir(StageTokenPath), ReadOnly: true}
+}
 
 // Args are the katastroma command line of a stage.
 func Args(p *gitopsv1alpha1.Platform, stage string) []string {
@@ -207,7 +208,7 @@ func Args(p *gitopsv1alpha1.Platform, stage string) []string {
 		if d := duration(p.Spec.CrashTimeout); d > 0 {
 			args = append(args, "--crash-timeout="+d.String())
 		}
-		return args
+		return append(args, "--stage-callers="+p.Namespace, "--stage-token-file="+StageTokenPath)
 	}
 	args := []string{stage, fmt.Sprintf("--grpc-bind-address=:%d", GRPCPort), metrics}
 	if d := duration(p.Spec.RPCTimeout); d > 0 {
@@ -234,12 +235,7 @@ func Args(p *gitopsv1alpha1.Platform, stage string) []string {
 	case gitopsv1alpha1.StagePruner:
 		args = append(args, "--orderer="+Endpoint(p, gitopsv1alpha1.StageOrderer))
 	}
-	if stageCallers[stage] {
-		args = append(args, "--stage-callers="+p.Namespace)
-	}
-	if sendsStageToken[stage] {
-		args = append(args, "--stage-token-file="+StageTokenPath)
-	}
+	args = append(args, "--stage-callers="+p.Namespace, "--stage-token-file="+StageTokenPath)
 	if p.Spec.CollectorEndpoint != "" {
 		args = append(args, "--otlp-endpoint="+p.Spec.CollectorEndpoint)
 	}
@@ -256,9 +252,10 @@ func AllowRepositories(d *appsv1.Deployment, cidrs []string) {
 	c.Args = append(c.Args, "--repository-allow-cidrs="+strings.Join(cidrs, ","))
 }
 
-// ServiceAccount of one stage; the stages that never call the API server get no token.
+// ServiceAccount of one stage. Every stage calls the API server (each reviews its callers' tokens and checks that
+// the work's namespace is one the Platform serves), so every stage gets its token.
 func ServiceAccount(p *gitopsv1alpha1.Platform, stage string) *corev1.ServiceAccount {
-	return &corev1.ServiceAccount{ObjectMeta: meta(p, stage), AutomountServiceAccountToken: ptr.To(needsAPI(stage))}
+	return &corev1.ServiceAccount{ObjectMeta: meta(p, stage), AutomountServiceAccountToken: ptr.To(true)}
 }
 
 func meta(p *gitopsv1alpha1.Platform, stage string) metav1.ObjectMeta {
@@ -303,13 +300,9 @@ func Deployment(p *gitopsv1alpha1.Platform, stage string) *appsv1.Deployment {
 		c.Env = []corev1.EnvVar{{Name: "OTEL_RESOURCE_ATTRIBUTES",
 			Value: "katastroma.source_handler.address=" + SourceHandlerAddresses(p)[0]}}
 	}
-	volumes := []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
-	if sendsStageToken[stage] {
-		volumes = append(volumes, corev1.Volume{Name: "stage-token", VolumeSource: corev1.VolumeSource{
-			Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
-				Audience: StageAudience, ExpirationSeconds: ptr.To[int64](3600), Path: "token"}}}}}})
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "stage-token", MountPath: path.Dir(StageTokenPath), ReadOnly: true})
-	}
+	volumes := []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		StageTokenVolume()}
+	c.VolumeMounts = append(c.VolumeMounts, StageTokenMount())
 	labels := Labels(p, stage)
 	return &appsv1.Deployment{
 		ObjectMeta: meta(p, stage),
@@ -321,7 +314,7 @@ func Deployment(p *gitopsv1alpha1.Platform, stage string) *appsv1.Deployment {
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
 					ServiceAccountName:           Name(stage),
-					AutomountServiceAccountToken: ptr.To(needsAPI(stage)),
+					AutomountServiceAccountToken: ptr.To(true),
 					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 					Containers:                    []corev1.Container{c},
@@ -418,7 +411,10 @@ func PharosRoleBinding(p *gitopsv1alpha1.Platform) *rbacv1.RoleBinding {
 }
 
 // CollectorConfigMap is the OTel Collector configuration routing the katastroma stages' spans to pharos (every
-// gitops span, so crash detection sees events start) and all traces to the backend (docs/pharos.md).
+// gitops span, so crash detection sees events start) and all traces to the backend (docs/pharos.md). pharos takes
+// spans only with a stage token of its Platform: the collector sends the projected token it mounts at
+// StageTokenPath (it runs as ServiceAccount katastroma-otel-collector in the Platform's namespace) over OTLP/HTTP,
+// since gRPC sends per-call credentials only over TLS and the stages talk without it.
 func CollectorConfigMap(p *gitopsv1alpha1.Platform) *corev1.ConfigMap {
 	var b strings.Builder
 	backend := p.Spec.TraceBackend != ""
@@ -448,17 +444,22 @@ connectors:
     traces:
       span:
         - 'instrumentation_scope.name != "github.com/quartet-dev/quartet-operator/internal/gitops"'
+extensions:
+  bearertokenauth/pharos:
+    filename: %s
 exporters:
-  otlp/pharos:
-    endpoint: %s
+  otlphttp/pharos:
+    endpoint: http://%s.%s.svc:%d
     tls: {insecure: true}
+    auth: {authenticator: bearertokenauth/pharos}
     retry_on_failure: {enabled: true}
     sending_queue: {enabled: true}
-`, Endpoint(p, gitopsv1alpha1.StagePharos))
+`, StageTokenPath, Name(gitopsv1alpha1.StagePharos), p.Namespace, OTLPHTTPPort)
 	if backend {
 		fmt.Fprintf(&b, "  otlp/backend:\n    endpoint: %s\n    tls: {insecure: true}\n", p.Spec.TraceBackend)
 	}
 	b.WriteString(`service:
+  extensions: [bearertokenauth/pharos]
   pipelines:
     traces/in:
       receivers: [otlp]
@@ -466,7 +467,7 @@ exporters:
     traces/pharos:
       receivers: [routing]
       processors: [filter/pharos-gitops, batch]
-      exporters: [otlp/pharos]
+      exporters: [otlphttp/pharos]
 `)
 	if backend {
 		b.WriteString(`    traces/backend:

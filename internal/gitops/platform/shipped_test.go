@@ -56,7 +56,8 @@ func TestShippedRolesFileMatchesTheCode(t *testing.T) {
 
 func TestStageClusterRoles(t *testing.T) {
 	for stage, want := range map[string]string{"source": SourceClusterRole, "provisioner": ProvisionerClusterRole,
-		"pruner": PrunerClusterRole, "renderer": "", "orderer": "", "labeler": "", "pharos": ""} {
+		"pruner": PrunerClusterRole, "renderer": CallerCheckClusterRole, "orderer": CallerCheckClusterRole,
+		"labeler": CallerCheckClusterRole, "pharos": CallerCheckClusterRole} {
 		g := NewWithT(t)
 		g.Expect(StageClusterRole(stage)).To(Equal(want), stage)
 		if want != "" {

@@ -213,6 +213,11 @@ func Start(ctx context.Context, name string, o Options) (*Running, error) {
 		}
 	}
 	r := &Running{Name: name, GRPCAddr: lis.Addr().String(), Handler: handler, done: make(chan error, 1)}
+	if name == Source && o.Connection.Auth != nil {
+		// The source handler's RPCs (Retrieve, Replay) carry no pipeline baggage: they name a target or an event
+		// the handler reads itself, through RoleBindings only served namespaces have.
+		o.Connection.Auth = o.Connection.Auth.WithoutServed()
+	}
 	srv := stage.NewWith(name, o.Connection, register)
 	// In-flight work may finish before the stage stops: an event lasts at most a git fetch and one call.
 	drain := DrainTimeout(o.Connection, o.GitTimeout)

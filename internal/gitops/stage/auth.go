@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -17,13 +18,17 @@ import (
 	"google.golang.org/grpc/status"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/quartet-dev/quartet-operator/internal/gitops/pipeline"
 )
 
-// Stage-to-stage authentication. Every stage sends, per call, the projected ServiceAccount token Kubernetes
-// mounts for it with the audience Audience; a stage with an Authenticator accepts a call only when the API server
-// authenticates that token (TokenReview, audience-bound, so a token for anything else is useless here) as a
-// stage ServiceAccount (katastroma-*) of the namespaces it serves — its own Platform's. Answers are cached for
-// ReviewTTL, so a stream costs one review per token and TTL, not one per call.
+// Stage-to-stage authentication. Every stage (and pharos, and the collector sending pharos spans) sends, per call,
+// the projected ServiceAccount token Kubernetes mounts for it with the audience Audience; a listener with an
+// Authenticator — every stage's gRPC server and both of pharos's OTLP ports — accepts a call only when the API
+// server authenticates that token (TokenReview, audience-bound, so a token for anything else is useless here) as a
+// stage ServiceAccount (katastroma-*) of its own Platform's namespace. Answers are cached for ReviewTTL, so a
+// stream costs one review per token and TTL, not one per call. A pipeline stage then checks that the work (the
+// namespace and tenant of the call's pipeline baggage) is for a namespace its Platform serves (Served).
 
 // Audience is the audience of the tokens stages send each other.
 const Audience = "katastroma-stage"
@@ -40,9 +45,15 @@ type Authenticator struct {
 	Review func(ctx context.Context, token string) (string, error)
 	// Namespaces are the namespaces whose stage ServiceAccounts may call: the Platform's.
 	Namespaces []string
+	// Served, when set, checks that a namespace is one the Platform serves for tenant (KubeServed): every call
+	// must then carry pipeline baggage naming such a namespace and its tenant, or it is refused
+	// (PermissionDenied) before the stage does any work. Unset for the source handler, whose RPCs name targets it
+	// reads itself, and pharos, which takes spans.
+	Served func(ctx context.Context, namespace, tenant string) error
 
-	mu    sync.Mutex
-	cache map[[32]byte]review
+	mu     sync.Mutex
+	cache  map[[32]byte]review
+	served map[string]time.Time // namespace/tenant answers Served accepted, and when
 }
 
 type review struct {
@@ -65,7 +76,7 @@ func KubeReview(c client.Client) func(ctx context.Context, token string) (string
 	}
 }
 
-// check authenticates and authorises the call in ctx.
+// check authenticates and authorises the gRPC call in ctx.
 func (a *Authenticator) check(ctx context.Context, method string) error {
 	if isHealth(method) {
 		return nil // the kubelet's probes carry no token
@@ -77,6 +88,15 @@ func (a *Authenticator) check(ctx context.Context, method string) error {
 			token = t
 		}
 	}
+	if err := a.authenticate(ctx, token); err != nil {
+		return err
+	}
+	return a.checkServed(ctx, pipeline.FromContext(ctx))
+}
+
+// authenticate checks that token is a stage token of this Platform: Unauthenticated without a token or with one
+// the API server does not authenticate for Audience, PermissionDenied for anyone else's.
+func (a *Authenticator) authenticate(ctx context.Context, token string) error {
 	if token == "" {
 		return status.Error(codes.Unauthenticated, "a stage call needs a ServiceAccount token (authorization: Bearer) for audience "+Audience)
 	}
@@ -91,6 +111,71 @@ func (a *Authenticator) check(ctx context.Context, method string) error {
 			user, stageAccountPrefix, strings.Join(a.Namespaces, ", "))
 	}
 	return nil
+}
+
+// checkServed refuses work for a namespace the Platform does not serve (or naming none) when Served is set.
+// Accepted answers are cached for ReviewTTL; refusals are asked again, so a namespace claimed a moment ago works
+// at once.
+func (a *Authenticator) checkServed(ctx context.Context, pc pipeline.Context) error {
+	if a.Served == nil {
+		return nil
+	}
+	if pc.Namespace == "" || pc.Tenant == "" {
+		return status.Error(codes.PermissionDenied, "stage work must name its namespace and tenant (pipeline baggage)")
+	}
+	key := pc.Namespace + "/" + pc.Tenant
+	a.mu.Lock()
+	at, ok := a.served[key]
+	a.mu.Unlock()
+	if ok && time.Since(at) < ReviewTTL {
+		return nil
+	}
+	if err := a.Served(ctx, pc.Namespace, pc.Tenant); err != nil {
+		return status.Errorf(codes.PermissionDenied, "namespace %s (tenant %s) is not served by this Platform: %v",
+			pc.Namespace, pc.Tenant, err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.served == nil || len(a.served) > 1024 {
+		a.served = map[string]time.Time{}
+	}
+	a.served[key] = time.Now()
+	return nil
+}
+
+// WithoutServed is an Authenticator for the same callers that does not check the work's namespace (the source
+// handler's server, whose RPCs carry no pipeline baggage).
+func (a *Authenticator) WithoutServed() *Authenticator {
+	return &Authenticator{Review: a.Review, Namespaces: a.Namespaces}
+}
+
+// UnaryInterceptor authenticates the unary calls of a gRPC server that is no stage.Server (pharos's OTLP/gRPC
+// receiver); NewWith installs it itself.
+func (a *Authenticator) UnaryInterceptor() grpc.UnaryServerInterceptor { return a.unary }
+
+// StreamInterceptor authenticates the streaming calls of such a server.
+func (a *Authenticator) StreamInterceptor() grpc.StreamServerInterceptor { return a.stream }
+
+// HTTP authenticates every request to next but the paths in open (health checks): 401 without a valid token for
+// Audience, 403 for a token of anyone but this Platform's stages.
+func (a *Authenticator) HTTP(next http.Handler, open ...string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if slices.Contains(open, r.URL.Path) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if err := a.authenticate(r.Context(), token); err != nil {
+			code := http.StatusForbidden
+			if status.Code(err) == codes.Unauthenticated {
+				code = http.StatusUnauthorized
+				w.Header().Set("WWW-Authenticate", `Bearer realm="`+Audience+`"`)
+			}
+			http.Error(w, status.Convert(err).Message(), code)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (a *Authenticator) reviewed(ctx context.Context, token string) (string, error) {

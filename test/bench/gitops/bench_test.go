@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,10 +28,12 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	gitopsv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gitops/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/labeler"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/pipeline"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/renderer"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/runner"
+	"github.com/quartet-dev/quartet-operator/internal/gitops/stage"
 	"github.com/quartet-dev/quartet-operator/internal/gitops/tenancy"
 	"github.com/quartet-dev/quartet-operator/internal/operator"
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
@@ -64,9 +67,15 @@ func git(b *testing.B, dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// tenant sets up a tenant namespace as the Tenant controller does: labelled for its Tenant (named like it), which
+// lists it as claimed, so the stages' namespace check (stage.KubeServed) admits its work.
 func tenant(ctx context.Context, b *testing.B, c client.Client, ns string) {
+	t := &gitopsv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: ns}, Spec: gitopsv1alpha1.TenantSpec{Namespaces: []string{ns}}}
+	must(b, c.Create(ctx, t))
+	t.Status.Namespaces = []string{ns}
+	must(b, c.Status().Update(ctx, t))
 	objs := []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{gitopsv1alpha1.LabelTenant: ns}}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "github-webhook-secret"},
 			StringData: map[string]string{"webhook-secret": "bench"}},
 	}
@@ -129,6 +138,29 @@ func resourceVersions(ctx context.Context, b *testing.B, c client.Client, ns str
 	return out
 }
 
+// benchPlatform is the namespace of the Platform whose stage identity the stages call each other with.
+const benchPlatform = "bench-platform"
+
+// stageAuth turns stage authentication on, as a Platform runs its stages (--stage-callers, --stage-token-file):
+// every call carries a projected-style token (TokenRequest, audience stage.Audience) of a stage ServiceAccount of
+// the Platform, every stage reviews it with the API server (TokenReview, cached) and checks that the work's
+// namespace is one the Platform serves (stage.KubeServed). GITOPS_BENCH_STAGE_AUTH=off measures without it.
+func stageAuth(ctx context.Context, b *testing.B, c client.Client) stage.Connection {
+	if os.Getenv("GITOPS_BENCH_STAGE_AUTH") == "off" {
+		return stage.Connection{}
+	}
+	must(b, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchPlatform}}))
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: benchPlatform, Name: "katastroma-source"}}
+	must(b, c.Create(ctx, sa))
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: []string{stage.Audience}}}
+	must(b, c.SubResource("token").Create(ctx, sa, tr))
+	tokenFile := filepath.Join(b.TempDir(), "token")
+	must(b, os.WriteFile(tokenFile, []byte(tr.Status.Token), 0o600))
+	callers := []string{benchPlatform}
+	return stage.Connection{TokenFile: tokenFile, Auth: &stage.Authenticator{Review: stage.KubeReview(c),
+		Namespaces: callers, Served: stage.KubeServed(c, callers)}}
+}
+
 // gitDaemon is the git-daemon program itself: `git daemon` runs it as a child process, which outlives a killed
 // `git` and would keep serving (and its port) after the test.
 func gitDaemon() (string, error) {
@@ -141,7 +173,9 @@ func gitDaemon() (string, error) {
 
 func BenchmarkPipelineVsKubectl(b *testing.B) {
 	ctx := context.Background()
-	env, err := testenv.Start(testenv.Options{})
+	// The operator's CRDs (Tenant) without its webhook configurations: no manager serves them here.
+	env, err := testenv.Start(testenv.Options{WithoutOperator: true,
+		ExtraCRDPaths: []string{filepath.Join(testenv.RepoRoot(), "config", "crd", "bases")}})
 	must(b, err)
 	defer func() { _ = env.Stop() }()
 	c := env.Client
@@ -196,7 +230,8 @@ func BenchmarkPipelineVsKubectl(b *testing.B) {
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Wrap(requests.wrap)
 	p, err := runner.StartAll(pctx, runner.Options{HTTPAddr: "127.0.0.1:0", Config: cfg,
-		Scheme: operator.NewScheme(), RepositoryAllowForTesting: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+		Scheme: operator.NewScheme(), RepositoryAllowForTesting: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
+		Connection: stageAuth(ctx, b, c)})
 	must(b, err)
 
 	// Baseline input: the same manifests rendered and labelled as the pipeline does, applied by kubectl.
