@@ -1,7 +1,8 @@
-// Package webhookcert lets the manager serve its admission webhooks with a certificate it generates itself: a CA
-// and a serving certificate kept in one Secret of the operator's namespace, written into the webhook server's
-// certificate directory, and the CA put into the caBundle of the webhook configurations. No cert-manager and no
-// Helm hook is needed; every replica runs it at start and they all converge on the Secret the first one created.
+// Package webhookcert lets the manager serve its admission webhooks — and the agentrax MCP registry — with a
+// certificate it generates itself: a CA and a serving certificate kept in one Secret of the operator's namespace,
+// written into the server's certificate directory, and the CA put into the caBundle of the webhook configurations
+// (for the registry: published in a ConfigMap its clients mount). No cert-manager and no Helm hook is needed; every
+// replica runs it at start and they all converge on the Secret the first one created.
 package webhookcert
 
 import (
@@ -52,16 +53,44 @@ type Config struct {
 	MutatingConfigurations   []string
 	// CertDir receives tls.crt and tls.key for the webhook server.
 	CertDir string
+	// CAConfigMap, when set, is a ConfigMap in Namespace that gets the CA certificate under ca.crt: clients that
+	// are not the API server (the registry's writers) trust the serving certificate through it.
+	CAConfigMap string
+	// Purpose names what is served, in the CA's common name and in errors; empty means "webhook".
+	Purpose string
+	// Flags names the flags that set SecretName, Service and CertDir, for Validate; empty names the webhook's.
+	Flags Flags
 }
+
+// Flags names the manager flags behind a Config, so an error says which flag to set.
+type Flags struct{ Secret, Service, CertDir string }
+
+// webhookFlags are the flags of the webhook certificate, the default of Config.Flags.
+var webhookFlags = Flags{Secret: "--webhook-cert-secret", Service: "--webhook-service", CertDir: "--webhook-cert-dir"}
+
+func (c Config) purpose() string {
+	if c.Purpose == "" {
+		return "webhook"
+	}
+	return c.Purpose
+}
+
+// caName is the CA's common name: one per purpose, so a client trusting the registry's CA trusts nothing the
+// webhook CA signed.
+func (c Config) caName() string { return "quartet-operator-" + c.purpose() + "-ca" }
 
 // Validate names the first missing setting.
 func (c Config) Validate() error {
+	flags := c.Flags
+	if flags == (Flags{}) {
+		flags = webhookFlags
+	}
 	for _, f := range []struct{ flag, value string }{
-		{"--webhook-cert-secret", c.SecretName}, {"namespace (POD_NAMESPACE)", c.Namespace},
-		{"--webhook-service", c.Service}, {"--webhook-cert-dir", c.CertDir},
+		{flags.Secret, c.SecretName}, {"namespace (POD_NAMESPACE)", c.Namespace},
+		{flags.Service, c.Service}, {flags.CertDir, c.CertDir},
 	} {
 		if f.value == "" {
-			return fmt.Errorf("webhook certificate management needs %s", f.flag)
+			return fmt.Errorf("%s certificate management needs %s", c.purpose(), f.flag)
 		}
 	}
 	return nil
@@ -101,12 +130,12 @@ func Decide(data map[string][]byte, dnsNames []string, now time.Time) Action {
 	return Reuse
 }
 
-// issue returns data with what action asks for replaced.
-func issue(data map[string][]byte, action Action, dnsNames []string, now time.Time) (map[string][]byte, error) {
+// issue returns data with what action asks for replaced; a new CA is called caName.
+func issue(data map[string][]byte, action Action, caName string, dnsNames []string, now time.Time) (map[string][]byte, error) {
 	ca := certs.Pair{CertPEM: data[KeyCACert], KeyPEM: data[KeyCAKey]}
 	if action == Regenerate {
 		var err error
-		if ca, err = certs.NewCA("quartet-operator-webhook-ca", now); err != nil {
+		if ca, err = certs.NewCA(caName, now); err != nil {
 			return nil, err
 		}
 	}
@@ -118,7 +147,8 @@ func issue(data map[string][]byte, action Action, dnsNames []string, now time.Ti
 }
 
 // Ensure makes the Secret hold a valid CA and serving certificate, writes the serving certificate into CertDir and
-// puts the CA into the configurations' caBundle. It returns when the serving certificate is next due for renewal.
+// puts the CA into the configurations' caBundle and the CAConfigMap. It returns when the serving certificate is next
+// due for renewal.
 // Another replica writing the Secret at the same moment makes this one re-read it and take what it wrote.
 func Ensure(ctx context.Context, c client.Client, cfg Config, now time.Time) (time.Time, error) {
 	if err := cfg.Validate(); err != nil {
@@ -126,10 +156,15 @@ func Ensure(ctx context.Context, c client.Client, cfg Config, now time.Time) (ti
 	}
 	data, err := ensureSecret(ctx, c, cfg, now)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("webhook certificate Secret %s/%s: %w", cfg.Namespace, cfg.SecretName, err)
+		return time.Time{}, fmt.Errorf("%s certificate Secret %s/%s: %w", cfg.purpose(), cfg.Namespace, cfg.SecretName, err)
 	}
 	if err := writeCertDir(cfg.CertDir, data); err != nil {
-		return time.Time{}, fmt.Errorf("writing the webhook certificate into %s: %w", cfg.CertDir, err)
+		return time.Time{}, fmt.Errorf("writing the %s certificate into %s: %w", cfg.purpose(), cfg.CertDir, err)
+	}
+	if cfg.CAConfigMap != "" {
+		if err := publishCA(ctx, c, cfg, data[KeyCACert]); err != nil {
+			return time.Time{}, fmt.Errorf("%s CA ConfigMap %s/%s: %w", cfg.purpose(), cfg.Namespace, cfg.CAConfigMap, err)
+		}
 	}
 	for _, name := range cfg.ValidatingConfigurations {
 		if err := patchCABundle(ctx, c, &admissionregistrationv1.ValidatingWebhookConfiguration{}, name, data[KeyCACert]); err != nil {
@@ -152,7 +187,7 @@ func ensureSecret(ctx context.Context, c client.Client, cfg Config, now time.Tim
 		err := c.Get(ctx, client.ObjectKey{Namespace: cfg.Namespace, Name: cfg.SecretName}, secret)
 		switch {
 		case apierrors.IsNotFound(err):
-			data, err := issue(nil, Regenerate, cfg.DNSNames(), now)
+			data, err := issue(nil, Regenerate, cfg.caName(), cfg.DNSNames(), now)
 			if err != nil {
 				return nil, err
 			}
@@ -174,7 +209,7 @@ func ensureSecret(ctx context.Context, c client.Client, cfg Config, now time.Tim
 		if action == Reuse {
 			return secret.Data, nil
 		}
-		data, err := issue(secret.Data, action, cfg.DNSNames(), now)
+		data, err := issue(secret.Data, action, cfg.caName(), cfg.DNSNames(), now)
 		if err != nil {
 			return nil, err
 		}

@@ -20,7 +20,7 @@ var (
 
 func mustIssue(t *testing.T, data map[string][]byte, action Action, names []string, at time.Time) map[string][]byte {
 	t.Helper()
-	out, err := issue(data, action, names, at)
+	out, err := issue(data, action, "test-ca", names, at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestWriteCertDirReplacesBothFiles(t *testing.T) {
 
 // FuzzDecide feeds arbitrary Secret contents: Decide never panics, and whatever it keeps is really usable.
 func FuzzDecide(f *testing.F) {
-	fresh, err := issue(nil, Regenerate, dnsNames, now)
+	fresh, err := issue(nil, Regenerate, "test-ca", dnsNames, now)
 	if err != nil {
 		f.Fatal(err)
 	}
