@@ -67,7 +67,9 @@ func Objects(namespace string, labels map[string]string) ([]*unstructured.Unstru
 
 // Installer applies the objects whose kinds are served, on start and then every Interval.
 type Installer struct {
-	Client    client.Client
+	Client client.Client
+	// Reader reads the scraper's ServiceAccount and Secret; nil uses Client.
+	Reader    client.Reader
 	Discovery discovery.DiscoveryInterface
 	Namespace string
 	Labels    map[string]string
@@ -75,6 +77,9 @@ type Installer struct {
 	Interval time.Duration
 	// Timeout bounds one check and its writes; zero means 30 seconds.
 	Timeout time.Duration
+	// MetricsCA, when set, is the CA the manager's ServiceMonitor trusts instead of MetricsCAConfigMap: the
+	// manager sets it to OpenShiftServiceCA when it serves the service CA's certificate.
+	MetricsCA *ConfigMapKey
 }
 
 // NeedLeaderElection is true: one replica writes.
@@ -109,7 +114,13 @@ func (i *Installer) Sync(ctx context.Context) (int, error) {
 	if err != nil || len(served) == 0 {
 		return 0, err
 	}
-	objects, err := Objects(i.Namespace, i.Labels)
+	// The ServiceMonitor is useless without the token it names, so that comes first.
+	if served["ServiceMonitor"] {
+		if err := ensureScraper(ctx, i.reader(), i.Client, i.Namespace); err != nil {
+			return 0, err
+		}
+	}
+	objects, err := Render(i.Namespace, i.Labels, i.MetricsCA)
 	if err != nil {
 		return 0, err
 	}
@@ -150,4 +161,11 @@ func durationOr(d, fallback time.Duration) time.Duration {
 		return d
 	}
 	return fallback
+}
+
+func (i *Installer) reader() client.Reader {
+	if i.Reader != nil {
+		return i.Reader
+	}
+	return i.Client
 }
