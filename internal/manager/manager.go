@@ -395,8 +395,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		if err != nil {
 			return nil, err
 		}
-		// Read uncached: the Role grants get on the scraper's objects in this namespace only, not list/watch.
-		if err := mgr.Add(&monitoring.Installer{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Discovery: dc,
+		if err := mgr.Add(&monitoring.Installer{Client: mgr.GetClient(), Discovery: dc,
 			Namespace: podNamespace(o.LeaderElectionNamespace), Labels: o.MonitoringLabels, MetricsCA: metricsCert.ca}); err != nil {
 			return nil, err
 		}

@@ -67,9 +67,7 @@ func Objects(namespace string, labels map[string]string) ([]*unstructured.Unstru
 
 // Installer applies the objects whose kinds are served, on start and then every Interval.
 type Installer struct {
-	Client client.Client
-	// Reader reads the scraper's ServiceAccount and Secret; nil uses Client.
-	Reader    client.Reader
+	Client    client.Client
 	Discovery discovery.DiscoveryInterface
 	Namespace string
 	Labels    map[string]string
@@ -114,12 +112,6 @@ func (i *Installer) Sync(ctx context.Context) (int, error) {
 	if err != nil || len(served) == 0 {
 		return 0, err
 	}
-	// The ServiceMonitor is useless without the token it names, so that comes first.
-	if served["ServiceMonitor"] {
-		if err := ensureScraper(ctx, i.reader(), i.Client, i.Namespace); err != nil {
-			return 0, err
-		}
-	}
 	objects, err := Render(i.Namespace, i.Labels, i.MetricsCA)
 	if err != nil {
 		return 0, err
@@ -161,11 +153,4 @@ func durationOr(d, fallback time.Duration) time.Duration {
 		return d
 	}
 	return fallback
-}
-
-func (i *Installer) reader() client.Reader {
-	if i.Reader != nil {
-		return i.Reader
-	}
-	return i.Client
 }

@@ -1,21 +1,12 @@
 package monitoring
 
 import (
-	"context"
-	"fmt"
-
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// The scraper's ServiceAccount and its token Secret live in the operator's namespace; the Secret rights come with
-// internal/webhookcert's marker, and the metrics CA ConfigMap is written by the metrics certificate (webhookcert's
-// CAConfigMap). The ClusterRoleBinding to metrics-reader is shipped (config/prometheus/metrics_reader_binding.yaml):
-// the manager cannot bind roles.
-// +kubebuilder:rbac:groups="",namespace=system,resources=serviceaccounts,verbs=get;create
+// The metrics CA ConfigMap the manager's own metrics certificate publishes (internal/webhookcert's CAConfigMap),
+// in the operator's namespace. The scraper's ServiceAccount, token Secret and binding are shipped
+// (config/rbac/metrics_scraper.yaml): the escalation guard refuses the operator token Secrets and TokenRequests.
 // +kubebuilder:rbac:groups="",namespace=system,resources=configmaps,verbs=get;create;update
 
 // Names of the manager's ServiceMonitor and of what its scrape uses, as config/prometheus writes them.
@@ -23,9 +14,9 @@ const (
 	ManagerMonitorName = "quartet-operator-controller-manager-metrics-monitor"
 	MetricsServiceName = "quartet-operator-controller-manager-metrics-service"
 	// ScraperServiceAccount is bound to the metrics-reader ClusterRole only: its token reads /metrics and nothing
-	// else, so handing it to a Prometheus (through ScraperTokenSecret) grants no more.
+	// else, so handing it to a Prometheus (through ScraperTokenSecret, key token) grants no more.
 	ScraperServiceAccount = "quartet-operator-metrics-scraper"
-	ScraperTokenSecret    = "quartet-operator-metrics-scraper-token"
+	ScraperTokenSecret    = "quartet-operator-scraper-token"
 	// MetricsCAConfigMap holds (key ca.crt) the CA of the metrics certificate the manager issues itself.
 	MetricsCAConfigMap = "quartet-operator-metrics-ca"
 )
@@ -66,29 +57,4 @@ func Render(namespace string, labels map[string]string, ca *ConfigMapKey) ([]*un
 		}
 	}
 	return objects, nil
-}
-
-// ensureScraper creates the scraper's ServiceAccount and its token Secret (the token controller fills in the
-// token) when they are missing; existing ones are left alone, so a rotated token stays.
-func ensureScraper(ctx context.Context, r client.Reader, c client.Client, namespace string) error {
-	labels := map[string]string{"app.kubernetes.io/name": "quartet-operator", "app.kubernetes.io/managed-by": "quartet-operator"}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: ScraperServiceAccount, Labels: labels}}
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: ScraperTokenSecret, Labels: labels,
-			Annotations: map[string]string{corev1.ServiceAccountNameKey: ScraperServiceAccount}},
-		Type: corev1.SecretTypeServiceAccountToken,
-	}
-	for _, obj := range []client.Object{sa, secret} {
-		err := r.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object))
-		if apierrors.IsNotFound(err) {
-			err = c.Create(ctx, obj)
-			if apierrors.IsAlreadyExists(err) {
-				err = nil
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("metrics scraper %T %s/%s: %w", obj, namespace, obj.GetName(), err)
-		}
-	}
-	return nil
 }

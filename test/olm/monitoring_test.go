@@ -28,8 +28,8 @@ import (
 // monitoringOnceItsCRDsAppear is the same install on a cluster with the Prometheus Operator: its CRDs are installed
 // on the plane the bundle went onto without them (one plane for both runs; the upgrade that follows then installs
 // a CSV with them served). The CSV stays Succeeded; the manager as installed creates its ServiceMonitors and
-// PrometheusRules and the scraper's ServiceAccount and token; and a real Prometheus, configured with exactly what
-// the manager's ServiceMonitor names — the token from its authorization Secret, the CA from its ConfigMap, its
+// PrometheusRules; the bundle's scraper token Secret holds a token; and a real Prometheus, configured with exactly
+// what the manager's ServiceMonitor names — the token from its authorization Secret, the CA from its ConfigMap, its
 // serverName — scrapes the manager's metrics endpoint. The same scrape without the token is refused.
 func monitoringOnceItsCRDsAppear(t *testing.T, sub *operatorsv1alpha1.Subscription, m *asinstalled.Manager) {
 	t.Helper()
@@ -60,7 +60,7 @@ func monitoringOnceItsCRDsAppear(t *testing.T, sub *operatorsv1alpha1.Subscripti
 		}
 		token := &corev1.Secret{}
 		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: installNamespace, Name: monitoring.ScraperTokenSecret}, token)).To(Succeed())
-		g.Expect(token.Data).To(HaveKeyWithValue(corev1.ServiceAccountTokenKey, Not(BeEmpty())), "the token controller filled the scraper's token")
+		g.Expect(token.Data).To(HaveKeyWithValue(corev1.ServiceAccountTokenKey, Not(BeEmpty())), "the token controller filled the bundle's scraper token Secret")
 	}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
 
 	dir := t.TempDir()
