@@ -64,12 +64,18 @@ func (o *Options) ensureMetricsCert(ctx context.Context, cfg *rest.Config) (metr
 	if o.MetricsCertSecret == "" {
 		return metricsServing{}, nil
 	}
-	// A directory of this process's own: the mounted one may be a read-only volume.
-	dir, err := os.MkdirTemp("", "metrics-cert-")
+	c, err := client.New(cfg, client.Options{})
 	if err != nil {
 		return metricsServing{}, err
 	}
-	c, err := client.New(cfg, client.Options{})
+	return o.issueMetricsCert(ctx, c)
+}
+
+// issueMetricsCert has the manager issue the metrics certificate itself (internal/webhookcert, as for the webhook):
+// the CA and certificate kept in MetricsCertSecret, the CA published in MetricsCAConfigMap.
+func (o *Options) issueMetricsCert(ctx context.Context, c client.Client) (metricsServing, error) {
+	// A directory of this process's own: the mounted one may be a read-only volume.
+	dir, err := os.MkdirTemp("", "metrics-cert-")
 	if err != nil {
 		return metricsServing{}, err
 	}
