@@ -79,6 +79,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	// The manager as the chart installed it: its ServiceAccount's token, the Secret's certificate, the Deployment's
 	// arguments and environment; the samples reach their steady state and no request is forbidden.
 	m := asinstalled.Run(t, env, installed)
+	metricsScrapedWithTheScraperToken(t, m)
 	// The samples went through the webhooks, so the API server trusted the certificate the manager generated: the
 	// caBundle it patched is the CA of the Secret it keeps.
 	certSecret := &corev1.Secret{}
