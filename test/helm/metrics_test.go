@@ -25,7 +25,9 @@ func metricsScrapedWithTheScraperToken(t *testing.T, m *asinstalled.Manager) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	start := time.Now()
-	defer func() { t.Logf("metrics scraped with the scraper's token: %s", time.Since(start).Round(10*time.Millisecond)) }()
+	defer func() {
+		t.Logf("metrics scraped with the scraper's token: %s", time.Since(start).Round(10*time.Millisecond))
+	}()
 	var token []byte
 	g.Eventually(func(g Gomega) {
 		secret := &corev1.Secret{}
