@@ -65,18 +65,12 @@ rm -rf bundle
 # 4. Normalise what is not reproducible or not derived from config/.
 replace "$csv" '^(    createdAt: ).*$' "\\1\"${created_at}\""
 replace "$csv" '^(    containerImage: ).*$' "\\1${IMG}"
+# operator-sdk lists the RELATED_IMAGE_* variables (every image the operator starts) in spec.relatedImages, by
+# digest when it pins them; the manager's own image is among them (RELATED_IMAGE_KATASTROMA).
+grep -q "^  - image: ${IMG}\$" "$csv" || fail "$csv: relatedImages does not list the manager image ${IMG}"
 if [ "$USE_IMAGE_DIGESTS" = true ]; then
-	# Every image is pinned by digest and listed in relatedImages (by operator-sdk), so mirrors can serve them all.
+	# Every image is pinned by digest and listed, so a disconnected cluster's mirrors can serve them all.
 	replace "$csv" '^(    features\.operators\.openshift\.io/disconnected: ).*$' '\1"true"'
-else
-	# operator-sdk drops spec.relatedImages unless it pins digests; list the manager image and every image the
-	# operator starts (its RELATED_IMAGE_* variables) for mirroring tools.
-	grep -q '^  relatedImages:' "$csv" && fail "$csv already has relatedImages; drop this step"
-	related="  relatedImages:\\n  - image: ${IMG}\\n    name: manager"
-	while read -r name image; do
-		related+="\\n  - image: ${image}\\n    name: ${name}"
-	done < <(awk '/- name: RELATED_IMAGE_/ {n=tolower(substr($3, 15)); getline; print n, $2}' "$csv")
-	replace "$csv" '^(  version: .*)$' "${related}\\n\\1"
 fi
 # The OpenShift releases the bundle supports (the catalog tooling reads it from the bundle image's metadata), kept
 # equal to the CSV base's annotation, which must start at the release that ships minKubeVersion.

@@ -17,6 +17,19 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Address the metrics endpoint binds to; \"0\" disables it.")
 	fs.BoolVar(&o.SecureMetrics, "metrics-secure", o.SecureMetrics,
 		"Serve metrics over HTTPS with authentication and authorization (TokenReview/SubjectAccessReview).")
+	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", o.MetricsCertDir,
+		"Directory where a mounted metrics certificate (tls.crt, tls.key) is looked for: OpenShift's service CA "+
+			"Secret or cert-manager's. One issued by OpenShift's service CA makes the ServiceMonitor trust ConfigMap "+
+			"openshift-service-ca.crt.")
+	fs.StringVar(&o.MetricsCertSecret, "metrics-cert-secret", o.MetricsCertSecret,
+		"Secret (in the pod's namespace) where the manager keeps a metrics CA and serving certificate it generates "+
+			"and renews itself, when --metrics-cert-dir holds none; empty leaves controller-runtime's self-signed "+
+			"certificate, which no scraper can verify.")
+	fs.StringVar(&o.MetricsService, "metrics-service", o.MetricsService,
+		"With --metrics-cert-secret: the metrics Service the certificate is issued for (<service>.<namespace>.svc).")
+	fs.StringVar(&o.MetricsCAConfigMap, "metrics-ca-configmap", o.MetricsCAConfigMap,
+		"With --metrics-cert-secret: ConfigMap (in the pod's namespace) where the manager publishes the metrics CA "+
+			"under ca.crt; the ServiceMonitor's tlsConfig.ca names it.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress,
 		"Address the /healthz and /readyz probes bind to.")
 	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", o.PprofBindAddress,

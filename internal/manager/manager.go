@@ -43,6 +43,14 @@ type Options struct {
 	// PprofBindAddress serves net/http/pprof; empty (the default) disables it.
 	PprofBindAddress string
 
+	// MetricsCertDir is where a mounted metrics certificate is looked for (OpenShift's service CA Secret, or
+	// cert-manager's). Without one there, MetricsCertSecret makes the manager issue its own (internal/webhookcert),
+	// for the Service MetricsService, and publish the CA in ConfigMap MetricsCAConfigMap (metricscert.go).
+	MetricsCertDir     string
+	MetricsCertSecret  string
+	MetricsService     string
+	MetricsCAConfigMap string
+
 	LeaderElect             bool
 	LeaderElectionID        string
 	LeaderElectionNamespace string
@@ -201,6 +209,9 @@ func DefaultOptions() Options {
 	return Options{
 		MetricsBindAddress:         ":8443",
 		SecureMetrics:              true,
+		MetricsCertDir:             DefaultMetricsCertDir,
+		MetricsService:             monitoring.MetricsServiceName,
+		MetricsCAConfigMap:         monitoring.MetricsCAConfigMap,
 		HealthProbeBindAddress:     ":8081",
 		LeaderElectionID:           "quartet-operator.quartet.dev",
 		EnableWebhooks:             true,
@@ -327,6 +338,12 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if o.SecureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
+	// Before the metrics server starts: it reads its certificate directory once, then watches the files.
+	metricsCert, err := o.ensureMetricsCert(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	metricsOpts.CertDir = metricsCert.certDir
 	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
 	if len(o.WatchNamespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
@@ -404,7 +421,12 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			return nil, err
 		}
 		if err := mgr.Add(&monitoring.Installer{Client: mgr.GetClient(), Discovery: dc,
-			Namespace: podNamespace(o.LeaderElectionNamespace), Labels: o.MonitoringLabels}); err != nil {
+			Namespace: podNamespace(o.LeaderElectionNamespace), Labels: o.MonitoringLabels, MetricsCA: metricsCert.ca}); err != nil {
+			return nil, err
+		}
+	}
+	if metricsCert.renewer != nil {
+		if err := mgr.Add(metricsCert.renewer); err != nil {
 			return nil, err
 		}
 	}

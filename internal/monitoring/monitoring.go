@@ -75,6 +75,9 @@ type Installer struct {
 	Interval time.Duration
 	// Timeout bounds one check and its writes; zero means 30 seconds.
 	Timeout time.Duration
+	// MetricsCA, when set, is the CA the manager's ServiceMonitor trusts instead of MetricsCAConfigMap: the
+	// manager sets it to OpenShiftServiceCA when it serves the service CA's certificate.
+	MetricsCA *ConfigMapKey
 }
 
 // NeedLeaderElection is true: one replica writes.
@@ -109,7 +112,7 @@ func (i *Installer) Sync(ctx context.Context) (int, error) {
 	if err != nil || len(served) == 0 {
 		return 0, err
 	}
-	objects, err := Objects(i.Namespace, i.Labels)
+	objects, err := Render(i.Namespace, i.Labels, i.MetricsCA)
 	if err != nil {
 		return 0, err
 	}

@@ -84,6 +84,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	// A writer outside the operator registers an agent over HTTPS, trusting only the CA the manager published: the
 	// registry serves TLS with the certificate it issued itself, no cert-manager involved.
 	m.WriteRegistryOverTLS(t, "default", "registry-writer")
+	metricsScrapedWithTheScraperToken(t, m)
 	// The samples went through the webhooks, so the API server trusted the certificate the manager generated: the
 	// caBundle it patched is the CA of the Secret it keeps.
 	certSecret := &corev1.Secret{}

@@ -25,7 +25,9 @@ import (
 )
 
 // TestInstallFromCatalogAndRunAsInstalled is one user's journey, in order: OLM installs the bundle from the offline
-// catalog with the Subscription of docs/install.md, then the manager runs as OLM installed it.
+// catalog with the Subscription of docs/install.md on a plane without the Prometheus Operator's CRDs, then the
+// manager runs as OLM installed it; then those CRDs appear, the manager's ServiceMonitor is scraped as it says, and
+// the upgrade installs the next CSV with them served.
 func TestInstallFromCatalogAndRunAsInstalled(t *testing.T) {
 	g := NewWithT(t)
 	var err error
@@ -38,6 +40,7 @@ func TestInstallFromCatalogAndRunAsInstalled(t *testing.T) {
 	assertInstalled(t, sub)
 	m := runAsInstalled(t)
 	refreshThroughItsService(t, m)
+	monitoringOnceItsCRDsAppear(t, sub, m)
 	upgradeThroughCatalog(t, opm, catalog, sub, m)
 }
 

@@ -69,6 +69,8 @@ type Manager struct {
 	Prometheus *PrometheusTap
 	// Process is the running manager.
 	Process *testenv.Process
+	// metricsAddr is where the running manager serves /metrics (its --metrics-bind-address, made local).
+	metricsAddr string
 	// apiAddr is where the running manager serves the TargetSource refresh API (its --api-bind-address, made
 	// local).
 	apiAddr string
@@ -183,6 +185,9 @@ func (m *Manager) start(t *testing.T, name string) {
 	if !managesItsCertificate(args, processEnv) {
 		g.Expect(writeServingCert(ctx, m.env, m.in, certDir)).To(gomega.Succeed())
 	}
+	// The mounted metrics certificate's directory: one of this run, empty like the pod's optional service-CA volume
+	// on a cluster without OpenShift, so the manager issues its own (--metrics-cert-secret) as it would there.
+	args = overrideArgs(args, map[string]string{"metrics-cert-dir": filepath.Join(dir, "metrics-certs")})
 	ports := make([]int, 5)
 	for i := range ports {
 		ports[i], err = FreePort()
@@ -212,7 +217,15 @@ func (m *Manager) start(t *testing.T, name string) {
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	proc := m.Process
 	t.Cleanup(func() { _ = proc.Stop() })
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--metrics-bind-address="); ok {
+			m.metricsAddr = v
+		}
+	}
 }
+
+// MetricsAddr is where the running manager serves its metrics (host:port on loopback).
+func (m *Manager) MetricsAddr() string { return m.metricsAddr }
 
 // ApplySamples applies config/samples, retrying while the webhooks are not served yet.
 func (m *Manager) ApplySamples(t *testing.T) {

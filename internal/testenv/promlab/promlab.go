@@ -226,6 +226,8 @@ type Prometheus struct {
 	bin, dir  string
 	port      int
 	ruleFiles []string
+	// jobs are extra scrape_configs entries, in Prometheus's YAML (AddScrapeJob).
+	jobs []string
 
 	mu      sync.Mutex
 	targets []*App
@@ -272,6 +274,9 @@ func (p *Prometheus) writeConfig() error {
 	cfg := "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: agents\n" +
 		"    scrape_interval: 1s\n    scrape_timeout: 1s\n    file_sd_configs:\n      - files: [" +
 		fmt.Sprintf("%q", filepath.Join(p.dir, "targets.json")) + "]\n        refresh_interval: 1s\n"
+	for _, job := range p.jobs {
+		cfg += job
+	}
 	if len(p.ruleFiles) > 0 {
 		cfg += "rule_files:\n"
 		for _, f := range p.ruleFiles {
@@ -286,6 +291,15 @@ func (p *Prometheus) SetRuleFiles(files ...string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ruleFiles = files
+	return p.writeConfig()
+}
+
+// AddScrapeJob makes the next Start scrape job too: one scrape_configs entry in Prometheus's YAML, starting
+// "  - job_name: …" (two spaces in), for a target that is not an App (the manager's HTTPS endpoint, say).
+func (p *Prometheus) AddScrapeJob(job string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.jobs = append(p.jobs, job)
 	return p.writeConfig()
 }
 
