@@ -11,6 +11,7 @@ package gnmicserver
 import (
 	"compress/gzip"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -115,6 +116,19 @@ func Start(addr string) (*Server, error) {
 // StartTLS is Start serving HTTPS with a PEM certificate and key, as a collector with api-server.tls
 // cert-file/key-file does (no client certificate asked for).
 func StartTLS(addr string, certPEM, keyPEM []byte) (*Server, error) {
+	return StartMutualTLS(addr, certPEM, keyPEM, nil)
+}
+
+// StartMutualTLS is StartTLS that, with clientCAPEM, refuses at the handshake every client without a
+// certificate of that CA, as a collector with api-server.tls ca-file and client-auth: require-verify does.
+func StartMutualTLS(addr string, certPEM, keyPEM, clientCAPEM []byte) (*Server, error) {
+	var clientCAs *x509.CertPool
+	if clientCAPEM != nil {
+		clientCAs = x509.NewCertPool()
+		if !clientCAs.AppendCertsFromPEM(clientCAPEM) {
+			return nil, errors.New("the client CA holds no PEM certificate")
+		}
+	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return nil, err
@@ -131,6 +145,9 @@ func StartTLS(addr string, certPEM, keyPEM []byte) (*Server, error) {
 			return s.cert.Load(), nil
 		}},
 		ConnState: s.trackConn}
+	if clientCAs != nil {
+		s.srv.TLSConfig.ClientAuth, s.srv.TLSConfig.ClientCAs = tls.RequireAndVerifyClientCert, clientCAs
+	}
 	go func() { _ = s.srv.ServeTLS(l, "", "") }()
 	return s, nil
 }
