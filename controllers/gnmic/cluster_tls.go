@@ -1,6 +1,7 @@
 package gnmic
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -13,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gnmicv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/gnmic/certs"
@@ -231,10 +233,38 @@ func (r *ClusterReconciler) ensureCertificates(ctx context.Context, c *gnmicv1al
 			out.operator = leaf
 		}
 	}
+	if err := r.matchOperatorCA(ctx, c, out); err != nil {
+		return nil, err
+	}
 	if len(out.all()) == 0 {
 		return nil, nil
 	}
 	return out, nil
+}
+
+// matchOperatorCA asks cert-manager for a new operator client certificate when the issuer's CA changed and the
+// API's certificate was renewed first: the collectors verify clients against the API Secret's ca.crt, so a client
+// certificate of another CA would be refused by every restarted pod until cert-manager's own renewal, weeks away.
+// cert-manager re-issues a Certificate whose Secret holds no certificate, so the operator empties it (it may update
+// Secrets, not delete them); meanwhile the Cluster waits as for any pending certificate. (Operator-issued
+// certificates need none of this: a new CA re-issues every leaf at once.)
+func (r *ClusterReconciler) matchOperatorCA(ctx context.Context, c *gnmicv1alpha1.Cluster, out *clusterCerts) error {
+	if out.api == nil || out.operator == nil || !out.operator.renewAt.IsZero() ||
+		len(out.operator.caPEM) == 0 || bytes.Equal(out.operator.caPEM, out.api.caPEM) {
+		return nil
+	}
+	stale := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: out.operator.secretName}, stale); err != nil {
+		return fmt.Errorf("asking for a new %s certificate: %w", operatorClientLeaf.what, err)
+	}
+	delete(stale.Data, corev1.TLSCertKey)
+	delete(stale.Data, corev1.TLSPrivateKeyKey)
+	if err := r.Update(ctx, stale); err != nil {
+		return fmt.Errorf("asking for a new %s certificate: %w", operatorClientLeaf.what, err)
+	}
+	return &certPending{reason: gnmicv1alpha1.ReasonCertificatePending, retry: 5 * time.Second,
+		message: fmt.Sprintf("the %s certificate in Secret %s is from another CA than the REST API's; "+
+			"waiting for cert-manager to issue it again", operatorClientLeaf.what, out.operator.secretName)}
 }
 
 func (r *ClusterReconciler) certManagerLeaf(ctx context.Context, c *gnmicv1alpha1.Cluster, k leafKind, ref *gnmicv1alpha1.IssuerReference) (*leafTLS, error) {
