@@ -132,6 +132,8 @@ func TestClusterRollsToMutualTLSWithoutLosingTargets(t *testing.T) {
 
 	// Each pod the StatefulSet restarts with the TLS template is served from then on by a mutual-TLS stand-in.
 	secure := make([]*gnmicserver.Server, 2)
+	start := time.Now()
+	observedPlain := 0 // checks made while a pod was still on plain HTTP
 	rolled := func(g Gomega, i int) bool {
 		pod := &corev1.Pod{}
 		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gnmic-roll-" + string(rune('0'+i))}, pod); err != nil {
@@ -148,11 +150,13 @@ func TestClusterRollsToMutualTLSWithoutLosingTargets(t *testing.T) {
 				t.Cleanup(func() { _ = srv.Close() })
 				secure[i] = srv
 				g.Expect(dialMap.Add(c.CollectorPodAddress(i, "") + "=" + srv.Addr())).To(Succeed())
+				t.Logf("pod %d rolled to mutual TLS after %s", i, time.Since(start).Round(time.Millisecond))
 				touch(g, ns, "roll", "rolled-"+srv.Addr())
 			}
 			if secure[i] == nil {
 				// Not rolled yet: it holds what it held.
 				g.Expect(plain[i].TargetNames()).To(Equal(before[i]), "pod %d on plain HTTP keeps its targets", i)
+				observedPlain++
 			}
 		}
 		g.Expect(secure).NotTo(ContainElement(BeNil()), "both pods rolled")
@@ -167,6 +171,9 @@ func TestClusterRollsToMutualTLSWithoutLosingTargets(t *testing.T) {
 		g.Expect(meta.IsStatusConditionTrue(getCluster(g, ns, "roll").Status.Conditions, gnmicv1alpha1.ClusterConditionConfigApplied)).To(BeTrue())
 	}).WithTimeout(90 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
 
+	t.Logf("every target on a mutual-TLS pod after %s; %d checks saw a pod still on plain HTTP keeping its targets",
+		time.Since(start).Round(time.Millisecond), observedPlain)
+	g.Expect(observedPlain).To(BeNumerically(">", 0), "the roll was observed while under way")
 	// Nothing with a password ever went over plain HTTP.
 	for i, s := range plain {
 		for _, applied := range s.Applies() {
