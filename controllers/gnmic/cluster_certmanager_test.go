@@ -175,7 +175,7 @@ func TestClusterAPITLSCertManager(t *testing.T) {
 	// the operator empties its Secret so that cert-manager issues it again, from the new CA.
 	g.Eventually(func(g Gomega) {
 		_, s := secretPair(g, ns, "gnmic-cm-operator-client-cert-tls")
-		g.Expect(s.Data).NotTo(HaveKey(corev1.TLSCertKey))
+		g.Expect(s.Data[corev1.TLSCertKey]).To(BeEmpty(), "%v", certificatesCondition(g, ns, "cm"))
 	}).Should(Succeed())
 	issueAsCertManager(g, operatorCert, ca2)
 	g.Eventually(func(g Gomega) {

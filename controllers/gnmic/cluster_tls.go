@@ -245,8 +245,8 @@ func (r *ClusterReconciler) ensureCertificates(ctx context.Context, c *gnmicv1al
 // matchOperatorCA asks cert-manager for a new operator client certificate when the issuer's CA changed and the
 // API's certificate was renewed first: the collectors verify clients against the API Secret's ca.crt, so a client
 // certificate of another CA would be refused by every restarted pod until cert-manager's own renewal, weeks away.
-// cert-manager re-issues a Certificate whose Secret holds no certificate, so the operator empties it (it may update
-// Secrets, not delete them); meanwhile the Cluster waits as for any pending certificate. (Operator-issued
+// cert-manager re-issues a Certificate whose Secret holds no certificate, so the operator empties its tls.crt and
+// tls.key (it may update Secrets, not delete them); meanwhile the Cluster waits as for any pending certificate. (Operator-issued
 // certificates need none of this: a new CA re-issues every leaf at once.)
 func (r *ClusterReconciler) matchOperatorCA(ctx context.Context, c *gnmicv1alpha1.Cluster, out *clusterCerts) error {
 	if out.api == nil || out.operator == nil || !out.operator.renewAt.IsZero() ||
@@ -257,8 +257,8 @@ func (r *ClusterReconciler) matchOperatorCA(ctx context.Context, c *gnmicv1alpha
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: out.operator.secretName}, stale); err != nil {
 		return fmt.Errorf("asking for a new %s certificate: %w", operatorClientLeaf.what, err)
 	}
-	delete(stale.Data, corev1.TLSCertKey)
-	delete(stale.Data, corev1.TLSPrivateKeyKey)
+	// A kubernetes.io/tls Secret must keep both keys; empty, they hold no certificate.
+	stale.Data[corev1.TLSCertKey], stale.Data[corev1.TLSPrivateKeyKey] = []byte{}, []byte{}
 	if err := r.Update(ctx, stale); err != nil {
 		return fmt.Errorf("asking for a new %s certificate: %w", operatorClientLeaf.what, err)
 	}
