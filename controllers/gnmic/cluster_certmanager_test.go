@@ -146,6 +146,11 @@ func TestClusterAPITLSCertManager(t *testing.T) {
 	ca, err := certs.NewCA("issuer", time.Now())
 	g.Expect(err).NotTo(HaveOccurred())
 	leaf := issueAsCertManager(g, cert, ca)
+	// The operator's own client certificate comes from the same issuer, asked for once the API's is there.
+	var operatorCert *unstructured.Unstructured
+	g.Eventually(func(g Gomega) { operatorCert = getCertificate(g, ns, "gnmic-cm-operator-client-cert") }).Should(Succeed())
+	g.Expect(operatorCert.Object["spec"]).To(HaveKeyWithValue("usages", ConsistOf("client auth", "digital signature")))
+	issueAsCertManager(g, operatorCert, ca)
 	srv, err := gnmicserver.StartTLS("127.0.0.1:0", leaf.CertPEM, leaf.KeyPEM)
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = srv.Close() })
@@ -166,6 +171,13 @@ func TestClusterAPITLSCertManager(t *testing.T) {
 	ca2, err := certs.NewCA("issuer", time.Now())
 	g.Expect(err).NotTo(HaveOccurred())
 	renewed := issueAsCertManager(g, cert, ca2)
+	// The operator's client certificate is still from the old CA, which restarted collectors no longer accept:
+	// the operator empties its Secret so that cert-manager issues it again, from the new CA.
+	g.Eventually(func(g Gomega) {
+		_, s := secretPair(g, ns, "gnmic-cm-operator-client-cert-tls")
+		g.Expect(s.Data[corev1.TLSCertKey]).To(BeEmpty(), "%v", certificatesCondition(g, ns, "cm"))
+	}).Should(Succeed())
+	issueAsCertManager(g, operatorCert, ca2)
 	g.Eventually(func(g Gomega) {
 		g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gnmic-cm"}, sts)).To(Succeed())
 		g.Expect(sts.Spec.Template.Annotations["operator.gnmic.dev/api-cert"]).To(Equal(certs.Fingerprint(renewed.CertPEM)))

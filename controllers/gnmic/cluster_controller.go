@@ -327,7 +327,7 @@ func (r *ClusterReconciler) forget(cluster ktypes.NamespacedName) {
 // connections are sent to local stand-ins by the HTTP client's dialer (internal/devdial), never by these URLs.
 func (r *ClusterReconciler) collectorURLs(c *gnmicv1alpha1.Cluster, n int) map[int]string {
 	scheme := "http"
-	if c.Spec.API != nil && c.Spec.API.TLS != nil {
+	if apiTLSEnabled(c) {
 		scheme = "https"
 	}
 	urls := make(map[int]string, n)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -14,7 +15,8 @@ import (
 )
 
 // secureCluster creates Cluster name with spec.api.tls {} (the operator's per-Cluster CA) and returns its
-// replicas stand-in collectors, serving the certificate the operator issued and reached through the dial map.
+// replicas stand-in collectors, serving the certificate the operator issued, requiring a client certificate of
+// the Cluster's CA (as the collectors' client-auth: require-verify does) and reached through the dial map.
 func secureCluster(t *testing.T, g Gomega, ns, name string, replicas int32) []*gnmicserver.Server {
 	t.Helper()
 	c := &gnmicv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -22,10 +24,11 @@ func secureCluster(t *testing.T, g Gomega, ns, name string, replicas int32) []*g
 			API: &gnmicv1alpha1.ClusterAPI{TLS: &gnmicv1alpha1.ClusterTLS{}}}}
 	g.Expect(env.Client.Create(context.Background(), c)).To(Succeed())
 	var serving certs.Pair
-	g.Eventually(func(g Gomega) { serving, _ = secretPair(g, ns, "gnmic-"+name+"-api-tls") }).Should(Succeed())
+	var secret *corev1.Secret
+	g.Eventually(func(g Gomega) { serving, secret = secretPair(g, ns, "gnmic-"+name+"-api-tls") }).Should(Succeed())
 	var servers []*gnmicserver.Server
 	for range replicas {
-		srv, err := gnmicserver.StartTLS("127.0.0.1:0", serving.CertPEM, serving.KeyPEM)
+		srv, err := gnmicserver.StartMutualTLS("127.0.0.1:0", serving.CertPEM, serving.KeyPEM, secret.Data["ca.crt"])
 		g.Expect(err).NotTo(HaveOccurred())
 		t.Cleanup(func() { _ = srv.Close() })
 		servers = append(servers, srv)
@@ -54,7 +57,7 @@ func TestClusterPushesCredentialsOnlyOverTLS(t *testing.T) {
 		cond := meta.FindStatusCondition(getCluster(g, ns, "plain").Status.Conditions, gnmicv1alpha1.ClusterConditionCredentialsWithheld)
 		g.Expect(cond).NotTo(BeNil())
 		g.Expect(cond.Reason).To(Equal(gnmicv1alpha1.ReasonPlaintextAPI))
-		g.Expect(cond.Message).To(ContainSubstring("spec.api.tls"))
+		g.Expect(cond.Message).To(ContainSubstring("spec.api.plainHTTP"))
 	}).Should(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(eventReasons(g, ns, "plain")).To(ContainElement(gnmicv1alpha1.ReasonPlaintextAPI))

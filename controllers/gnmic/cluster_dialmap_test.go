@@ -31,7 +31,7 @@ func TestClusterReachesItsCollectorThroughTheDialMap(t *testing.T) {
 	replicas := int32(1)
 	c := &gnmicv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "solo"},
 		Spec: gnmicv1alpha1.ClusterSpec{Image: "ghcr.io/openconfig/gnmic:0.45.0", Replicas: &replicas,
-			API: &gnmicv1alpha1.ClusterAPI{RestPort: int32(port)}}}
+			API: &gnmicv1alpha1.ClusterAPI{RestPort: int32(port), PlainHTTP: true}}}
 	g.Expect(env.Client.Create(ctx, c)).To(Succeed())
 	g.Expect(env.Client.Create(ctx, pipelineFor(ns, "solo-telemetry", "solo"))).To(Succeed())
 

@@ -29,7 +29,10 @@ func TestClusterAPIAdmitsOnlyTheOperator(t *testing.T) {
 	}).Should(Succeed())
 	g.Expect(np.OwnerReferences).To(ContainElement(HaveField("Name", "np")))
 	sts := &appsv1.StatefulSet{}
-	g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gnmic-np"}, sts)).To(Succeed())
+	// The policy is written before the StatefulSet in the same reconcile: the StatefulSet may not exist yet.
+	g.Eventually(func() error {
+		return env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gnmic-np"}, sts)
+	}).Should(Succeed())
 	g.Expect(np.Spec.PodSelector.MatchLabels).To(Equal(sts.Spec.Selector.MatchLabels), "selects exactly the collector pods")
 	g.Expect(np.Spec.PolicyTypes).To(ConsistOf(networkingv1.PolicyTypeIngress))
 	g.Expect(np.Spec.Ingress).To(HaveLen(2))

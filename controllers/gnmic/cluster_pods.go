@@ -22,6 +22,10 @@ type podHealth struct {
 	unreadySince time.Time
 	// evacuated: unready past the grace period, so placement leaves it out.
 	evacuated bool
+	// plainHTTP: the Cluster's API is TLS but this pod was started from a template without it (it carries no
+	// REST API certificate annotation): it serves plain HTTP until the StatefulSet's roll replaces it, and is
+	// sent nothing meanwhile (see push).
+	plainHTTP bool
 }
 
 // collectorPodHealth reads the Ready condition of pods 0..n-1 straight from the API server (one List; the manager
@@ -48,6 +52,8 @@ func (r *ClusterReconciler) collectorPodHealth(ctx context.Context, c *gnmicv1al
 		pod := byIndex[i]
 		if pod != nil {
 			h.ready, h.unreadySince = podReadiness(pod)
+			_, hasCert := pod.Annotations[apiLeaf.annotation()]
+			h.plainHTTP = apiTLSEnabled(c) && !hasCert
 		} else {
 			h.unreadySince = r.missingSince(key, i, now)
 		}

@@ -2,6 +2,7 @@ package gnmic
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -13,6 +14,10 @@ import (
 	"github.com/quartet-dev/quartet-operator/internal/gnmic/placement"
 	"github.com/quartet-dev/quartet-operator/internal/gnmic/plan"
 )
+
+// errRollingToTLS is a ready pod's state while it still serves plain HTTP and the Cluster's API is TLS.
+var errRollingToTLS = errors.New("serves plain HTTP until the StatefulSet's roll restarts it with mutual TLS; " +
+	"it keeps its last plan and is sent nothing meanwhile (a plan may carry device credentials)")
 
 // push sends every ready pod its plan and returns each pod's error (nil for pods that are not ready: they are
 // skipped, and sent their plan again once ready). When targets move, first each pod gets only the targets it
@@ -49,6 +54,14 @@ func (r *ClusterReconciler) push(ctx context.Context, c *gnmicv1alpha1.Cluster, 
 				continue
 			}
 			if errs[i] != nil {
+				continue
+			}
+			if health[i].plainHTTP {
+				// A plan may carry device credentials, which never cross the pod network in clear. The pod
+				// keeps the plan it has (its targets stay collected) until it restarts with TLS, and is
+				// sent its plan then.
+				r.Invalidate(key, i)
+				errs[i] = fmt.Errorf("pod %s: %w", podName(c, i), errRollingToTLS)
 				continue
 			}
 			var req *plan.ApplyRequest

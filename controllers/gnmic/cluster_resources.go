@@ -89,11 +89,14 @@ func baseConfig(c *gnmicv1alpha1.Cluster) (string, error) {
 		},
 	}
 	if apiTLSEnabled(c) {
-		// gNMIc's api-server.tls keys; no ca-file, so no client certificate is required (the kubelet's probe has
-		// none).
+		// gNMIc's api-server.tls keys: mutual TLS. Only clients with a certificate of the CA that issued the API's
+		// own (the operator's) get past the handshake: the API applies configurations, and GET /api/v1/config
+		// returns device passwords in clear. The readiness probe is a TCP check for that reason.
 		cfg["api-server"].(map[string]any)["tls"] = map[string]any{
-			"cert-file": apiTLSMountPath + "/" + corev1.TLSCertKey,
-			"key-file":  apiTLSMountPath + "/" + corev1.TLSPrivateKeyKey,
+			"cert-file":   apiTLSMountPath + "/" + corev1.TLSCertKey,
+			"key-file":    apiTLSMountPath + "/" + corev1.TLSPrivateKeyKey,
+			"ca-file":     apiTLSMountPath + "/" + caCertKey,
+			"client-auth": "require-verify",
 		}
 	}
 	if c.Spec.API != nil && c.Spec.API.GNMIPort != 0 {

@@ -60,7 +60,7 @@ func (r *ClusterReconciler) setCredentialsCondition(c *gnmicv1alpha1.Cluster, wi
 	cond := metav1.Condition{Type: gnmicv1alpha1.ClusterConditionCredentialsWithheld, Status: metav1.ConditionTrue,
 		Reason: gnmicv1alpha1.ReasonPlaintextAPI, ObservedGeneration: c.Generation,
 		Message: fmt.Sprintf("the collectors' API is plain HTTP, so the credentials of TargetProfiles %s are not sent "+
-			"(anything on the pod network could read them); set spec.api.tls: {} (the operator issues the certificates)",
+			"(anything on the pod network could read them); remove spec.api.plainHTTP (the collectors then serve mutual TLS)",
 			strings.Join(withheld, ", "))}
 	if !meta.IsStatusConditionTrue(c.Status.Conditions, cond.Type) {
 		r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, cond.Reason, "Push", cond.Message)

@@ -64,12 +64,14 @@ func fleet(g Gomega, ns string, n int) []string {
 }
 
 // cluster returns a Cluster whose pod i is served by servers[i]: the operator's connections to the pods'
-// in-cluster addresses are sent to them through the dial map.
+// in-cluster addresses are sent to them through the dial map. The stand-ins serve plain HTTP, so the Cluster opts
+// out of TLS (spec.api.plainHTTP); the TLS tests set spec.api themselves.
 func cluster(g Gomega, ns, name string, replicas int32, servers []*gnmicserver.Server) *gnmicv1alpha1.Cluster {
 	g.Expect(dialMap.Add(gnmicserver.ServerDialMapEntries(ns, name, 0, servers))).To(Succeed())
 	return &gnmicv1alpha1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       gnmicv1alpha1.ClusterSpec{Image: "ghcr.io/openconfig/gnmic:0.45.0", Replicas: &replicas},
+		Spec: gnmicv1alpha1.ClusterSpec{Image: "ghcr.io/openconfig/gnmic:0.45.0", Replicas: &replicas,
+			API: &gnmicv1alpha1.ClusterAPI{PlainHTTP: true}},
 	}
 }
 
@@ -382,6 +384,9 @@ func TestCollectorKindWebhooks(t *testing.T) {
 		"cluster gnmi port equals rest": {&gnmicv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c"},
 			Spec: gnmicv1alpha1.ClusterSpec{Image: "gnmic", API: &gnmicv1alpha1.ClusterAPI{GNMIPort: 7890}}},
 			[]string{"spec.api.gnmiPort", "differ from restPort"}},
+		"cluster plainHTTP with tls": {&gnmicv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c"},
+			Spec: gnmicv1alpha1.ClusterSpec{Image: "gnmic", API: &gnmicv1alpha1.ClusterAPI{PlainHTTP: true, TLS: &gnmicv1alpha1.ClusterTLS{}}}},
+			[]string{"spec.api.plainHTTP", "spec.api.tls must be unset"}},
 		"cluster tls with a bundle": {&gnmicv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c"},
 			Spec: gnmicv1alpha1.ClusterSpec{Image: "gnmic", ClientTLS: &gnmicv1alpha1.ClusterTLS{BundleRef: "ca"}}},
 			[]string{"spec.clientTLS.bundleRef"}},

@@ -1,7 +1,9 @@
 package gnmic
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -12,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gnmicv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/gnmic/certs"
@@ -48,7 +51,15 @@ var (
 		usage: x509.ExtKeyUsageServerAuth, cmUsages: []string{"server auth", "digital signature"}}
 	clientLeaf = leafKind{purpose: "client", what: "client", mountPath: "/etc/gnmic/client-tls",
 		usage: x509.ExtKeyUsageClientAuth, cmUsages: []string{"client auth", "digital signature"}, readPerDial: true}
+	// operatorClientLeaf is the client certificate the operator presents to the collectors' REST API, from the
+	// issuer of the API's certificate (whose CA the collectors verify clients against). It is not mounted into
+	// the collectors.
+	operatorClientLeaf = leafKind{purpose: "operator-client", what: "operator's API client",
+		usage: x509.ExtKeyUsageClientAuth, cmUsages: []string{"client auth", "digital signature"}}
 )
+
+// operatorClientName is the DNS name in the operator's client certificate (the collectors check only its CA).
+const operatorClientName = "quartet-operator"
 
 // annotation carries the certificate's fingerprint on the pods: a renewal rolls them (the StatefulSet's rolling
 // update, one pod at a time), since gNMIc reads the REST API's and the tunnel server's certificate files once at
@@ -58,10 +69,18 @@ func (k leafKind) annotation() string { return "operator.gnmic.dev/" + k.purpose
 // spec is the Cluster's TLS request for this certificate; nil when not asked for.
 func (k leafKind) spec(c *gnmicv1alpha1.Cluster) *gnmicv1alpha1.ClusterTLS {
 	switch k.purpose {
-	case "api":
-		if c.Spec.API != nil {
-			return c.Spec.API.TLS
+	case "api", "operator-client":
+		// TLS is the default: an unset api.tls is {} (operator-issued) unless the Cluster opts out.
+		if c.Spec.API == nil {
+			return &gnmicv1alpha1.ClusterTLS{}
 		}
+		if c.Spec.API.PlainHTTP {
+			return nil
+		}
+		if c.Spec.API.TLS == nil {
+			return &gnmicv1alpha1.ClusterTLS{}
+		}
+		return c.Spec.API.TLS
 	case "tunnel":
 		if c.Spec.GRPCTunnel != nil {
 			return c.Spec.GRPCTunnel.TLS
@@ -97,11 +116,15 @@ type leafTLS struct {
 	renewAt time.Time
 	// source names who issued it, for the condition message.
 	source string
+	// pair is the certificate and key, kept only for the operator's own client certificate.
+	pair *tls.Certificate
 }
 
-// clusterCerts are the certificates a Cluster asked for; nil fields were not asked for.
+// clusterCerts are the certificates a Cluster asked for; nil fields were not asked for. operator is the
+// operator's client certificate for the REST API (with api).
 type clusterCerts struct {
 	api, tunnel, client *leafTLS
+	operator            *leafTLS
 }
 
 func (t *clusterCerts) all() []*leafTLS {
@@ -111,10 +134,18 @@ func (t *clusterCerts) all() []*leafTLS {
 	return slices.DeleteFunc([]*leafTLS{t.api, t.tunnel, t.client}, func(l *leafTLS) bool { return l == nil })
 }
 
+// issued are all() and the operator's client certificate.
+func (t *clusterCerts) issued() []*leafTLS {
+	if t == nil || t.operator == nil {
+		return t.all()
+	}
+	return append(t.all(), t.operator)
+}
+
 // renewAt is the earliest renewal the operator itself has to make; zero when none.
 func (t *clusterCerts) renewAt() time.Time {
 	var at time.Time
-	for _, l := range t.all() {
+	for _, l := range t.issued() {
 		if !l.renewAt.IsZero() && (at.IsZero() || l.renewAt.Before(at)) {
 			at = l.renewAt
 		}
@@ -153,6 +184,9 @@ func (r *ClusterReconciler) dnsNames(c *gnmicv1alpha1.Cluster, k leafKind) []str
 		svc := fmt.Sprintf("%s-tunnel.%s.svc", clusterResourceName(c), c.Namespace)
 		return []string{svc, svc + "." + r.clusterDomain()}
 	}
+	if k.purpose == "operator-client" {
+		return []string{operatorClientName}
+	}
 	return r.podDNSNames(c)
 }
 
@@ -168,7 +202,7 @@ func (r *ClusterReconciler) clusterDomain() string {
 func (r *ClusterReconciler) ensureCertificates(ctx context.Context, c *gnmicv1alpha1.Cluster) (*clusterCerts, error) {
 	out := &clusterCerts{}
 	var ca *certs.Pair
-	for _, k := range []leafKind{apiLeaf, tunnelLeaf, clientLeaf} {
+	for _, k := range []leafKind{apiLeaf, operatorClientLeaf, tunnelLeaf, clientLeaf} {
 		spec := k.spec(c)
 		if spec == nil {
 			continue
@@ -195,12 +229,42 @@ func (r *ClusterReconciler) ensureCertificates(ctx context.Context, c *gnmicv1al
 			out.tunnel = leaf
 		case "client":
 			out.client = leaf
+		case "operator-client":
+			out.operator = leaf
 		}
+	}
+	if err := r.matchOperatorCA(ctx, c, out); err != nil {
+		return nil, err
 	}
 	if len(out.all()) == 0 {
 		return nil, nil
 	}
 	return out, nil
+}
+
+// matchOperatorCA asks cert-manager for a new operator client certificate when the issuer's CA changed and the
+// API's certificate was renewed first: the collectors verify clients against the API Secret's ca.crt, so a client
+// certificate of another CA would be refused by every restarted pod until cert-manager's own renewal, weeks away.
+// cert-manager re-issues a Certificate whose Secret holds no certificate, so the operator empties its tls.crt and
+// tls.key (it may update Secrets, not delete them); meanwhile the Cluster waits as for any pending certificate. (Operator-issued
+// certificates need none of this: a new CA re-issues every leaf at once.)
+func (r *ClusterReconciler) matchOperatorCA(ctx context.Context, c *gnmicv1alpha1.Cluster, out *clusterCerts) error {
+	if out.api == nil || out.operator == nil || !out.operator.renewAt.IsZero() ||
+		len(out.operator.caPEM) == 0 || bytes.Equal(out.operator.caPEM, out.api.caPEM) {
+		return nil
+	}
+	stale := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: out.operator.secretName}, stale); err != nil {
+		return fmt.Errorf("asking for a new %s certificate: %w", operatorClientLeaf.what, err)
+	}
+	// A kubernetes.io/tls Secret must keep both keys; empty, they hold no certificate.
+	stale.Data[corev1.TLSCertKey], stale.Data[corev1.TLSPrivateKeyKey] = []byte{}, []byte{}
+	if err := r.Update(ctx, stale); err != nil {
+		return fmt.Errorf("asking for a new %s certificate: %w", operatorClientLeaf.what, err)
+	}
+	return &certPending{reason: gnmicv1alpha1.ReasonCertificatePending, retry: 5 * time.Second,
+		message: fmt.Sprintf("the %s certificate in Secret %s is from another CA than the REST API's; "+
+			"waiting for cert-manager to issue it again", operatorClientLeaf.what, out.operator.secretName)}
 }
 
 func (r *ClusterReconciler) certManagerLeaf(ctx context.Context, c *gnmicv1alpha1.Cluster, k leafKind, ref *gnmicv1alpha1.IssuerReference) (*leafTLS, error) {
@@ -209,8 +273,9 @@ func (r *ClusterReconciler) certManagerLeaf(ctx context.Context, c *gnmicv1alpha
 	if err != nil {
 		return nil, err
 	}
-	return &leafTLS{kind: k, secretName: got.secretName, caPEM: got.caPEM, fingerprint: certs.Fingerprint(got.certPEM),
-		source: fmt.Sprintf("cert-manager (%s %s)", issuerKind(ref), ref.Name)}, nil
+	leaf := &leafTLS{kind: k, secretName: got.secretName, caPEM: got.caPEM, fingerprint: certs.Fingerprint(got.certPEM),
+		source: fmt.Sprintf("cert-manager (%s %s)", issuerKind(ref), ref.Name)}
+	return leaf, keepPair(leaf, got.certPEM, got.keyPEM)
 }
 
 // ensureCA keeps the per-Cluster CA in a Secret owned by the Cluster, issuing a new one when it is missing,
@@ -266,8 +331,23 @@ func (r *ClusterReconciler) operatorLeaf(ctx context.Context, c *gnmicv1alpha1.C
 	if err != nil {
 		return nil, err
 	}
-	return &leafTLS{kind: k, secretName: secret.Name, caPEM: ca.CertPEM, fingerprint: certs.Fingerprint(leaf.CertPEM),
-		renewAt: renewAt, source: "the Cluster's CA"}, nil
+	out := &leafTLS{kind: k, secretName: secret.Name, caPEM: ca.CertPEM, fingerprint: certs.Fingerprint(leaf.CertPEM),
+		renewAt: renewAt, source: "the Cluster's CA"}
+	return out, keepPair(out, leaf.CertPEM, leaf.KeyPEM)
+}
+
+// keepPair keeps the certificate and key of the operator's client certificate (only that one: the collectors'
+// keys stay in their Secrets).
+func keepPair(l *leafTLS, certPEM, keyPEM []byte) error {
+	if l.kind.purpose != operatorClientLeaf.purpose {
+		return nil
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return fmt.Errorf("the %s certificate in Secret %s: %w", l.kind.what, l.secretName, err)
+	}
+	l.pair = &pair
+	return nil
 }
 
 // trustCollectors makes the collector client verify each pod against the CA of the REST API certificate alone,
@@ -279,15 +359,20 @@ func (r *ClusterReconciler) trustCollectors(t *clusterCerts, c *gnmicv1alpha1.Cl
 	}
 	for i, u := range urls {
 		name := fmt.Sprintf("%s.%s.%s.svc.%s", podName(c, i), clusterResourceName(c), c.Namespace, r.clusterDomain())
-		if err := r.Collectors.Trust(c.Namespace+"/"+c.Name, u, name, t.api.caPEM); err != nil {
+		var clientCert *tls.Certificate
+		if t.operator != nil {
+			clientCert = t.operator.pair
+		}
+		if err := r.Collectors.TrustMutual(c.Namespace+"/"+c.Name, u, name, t.api.caPEM, clientCert); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// withCertificates mounts each certificate's Secret at its path with its fingerprint on the pods, and switches
-// the readiness probe to https when the REST API has one.
+// withCertificates mounts each certificate's Secret at its path with its fingerprint on the pods. With TLS on the
+// REST API the readiness probe becomes a TCP check: the API requires a client certificate of the Cluster's CA,
+// which the kubelet does not have (the operator's own calls show whether the API answers).
 func withCertificates(tpl *corev1.PodTemplateSpec, t *clusterCerts) {
 	for _, l := range t.all() {
 		if !l.kind.readPerDial {
@@ -299,7 +384,7 @@ func withCertificates(tpl *corev1.PodTemplateSpec, t *clusterCerts) {
 		ctr := &tpl.Spec.Containers[0]
 		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: volume, MountPath: l.kind.mountPath, ReadOnly: true})
 		if l.kind.purpose == "api" {
-			ctr.ReadinessProbe.HTTPGet.Scheme = corev1.URISchemeHTTPS
+			ctr.ReadinessProbe.ProbeHandler = corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: ctr.ReadinessProbe.HTTPGet.Port}}
 		}
 	}
 }
@@ -323,7 +408,7 @@ func (r *ClusterReconciler) setCertificatesCondition(c *gnmicv1alpha1.Cluster, t
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, gnmicv1alpha1.ReasonCertificatesFailed, err.Error()
 	case t != nil:
 		var parts []string
-		for _, l := range t.all() {
+		for _, l := range t.issued() {
 			renew := "renewed by cert-manager"
 			if !l.renewAt.IsZero() {
 				renew = "renewed after " + l.renewAt.UTC().Format(time.RFC3339)

@@ -67,7 +67,9 @@ func TestClusterAPITLSOperatorManaged(t *testing.T) {
 			ContainSubstring("key-file: /etc/gnmic/tls/tls.key")))
 		g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gnmic-secure"}, sts)).To(Succeed())
 		pod := sts.Spec.Template
-		g.Expect(pod.Spec.Containers[0].ReadinessProbe.HTTPGet.Scheme).To(Equal(corev1.URISchemeHTTPS))
+		// Mutual TLS: the kubelet has no client certificate, so the probe is a TCP check.
+		g.Expect(pod.Spec.Containers[0].ReadinessProbe.TCPSocket).NotTo(BeNil())
+		g.Expect(pod.Spec.Containers[0].ReadinessProbe.HTTPGet).To(BeNil())
 		g.Expect(pod.Spec.Volumes).To(ContainElement(HaveField("Secret.SecretName", "gnmic-secure-api-tls")))
 		g.Expect(pod.Annotations["operator.gnmic.dev/api-cert"]).To(Equal(certs.Fingerprint(serving.CertPEM)))
 	}).Should(Succeed())

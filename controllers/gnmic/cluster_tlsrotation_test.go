@@ -71,12 +71,12 @@ func TestClusterAPITLSCARotationKeepsPushing(t *testing.T) {
 	g.Eventually(func(g Gomega) { g.Expect(applied(g, ns, "rot").Status).To(Equal(metav1.ConditionTrue)) }).Should(Succeed())
 
 	// The pod restarts with the new certificate: pushes go on.
-	g.Expect(srv.Restart(newServing.CertPEM, newServing.KeyPEM)).To(Succeed())
+	g.Expect(srv.Restart(newServing.CertPEM, newServing.KeyPEM, nil)).To(Succeed())
 	addCoreTarget(g, ns, "r002")
 	g.Eventually(srv.TargetNames).Should(ContainElement(ns + "/r002"))
 
 	// From then on the old CA is no longer trusted for it.
-	g.Expect(srv.Restart(oldServing.CertPEM, oldServing.KeyPEM)).To(Succeed())
+	g.Expect(srv.Restart(oldServing.CertPEM, oldServing.KeyPEM, nil)).To(Succeed())
 	addCoreTarget(g, ns, "r003")
 	g.Eventually(func(g Gomega) {
 		cond := applied(g, ns, "rot")

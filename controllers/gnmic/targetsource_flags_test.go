@@ -144,6 +144,6 @@ func TestManagerFlagsWatchNamespacesAndAPIBindAddress(t *testing.T) {
 	}
 	g.Eventually(func() int { return refresh(watched) }).Should(Equal(http.StatusAccepted))
 	g.Expect(getTS(g, watched, "inv").Annotations).To(HaveKey(gnmicv1alpha1.AnnotationRequestedAt))
-	g.Expect(refresh(other)).To(Equal(http.StatusNotFound), "a namespace this replica does not watch")
+	g.Expect(refresh(other)).To(Equal(http.StatusUnauthorized), "a namespace this replica does not watch: refused like a missing TargetSource")
 	g.Expect(getTS(g, other, "inv").Annotations).NotTo(HaveKey(gnmicv1alpha1.AnnotationRequestedAt))
 }

@@ -13,8 +13,12 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,8 +45,19 @@ type RefreshServer struct {
 	Secrets client.Reader
 	Clock   clock.PassiveClock
 	// Namespaces are the namespaces the manager watches (--watch-namespaces); empty means all. A TargetSource
-	// elsewhere is not this operator's: 404, like a missing one (the namespaced cache could not read it anyway).
+	// elsewhere is not this operator's: refused like a missing one (the namespaced cache could not read it anyway).
 	Namespaces []string
+	// SignatureWindow bounds how old (or how far ahead) a signed request's timestamp may be
+	// (DefaultSignatureWindow when zero).
+	SignatureWindow time.Duration
+	// RefusalRate and RefusalBurst limit refused requests per client address, RefusalGlobalRate and
+	// RefusalGlobalBurst over all clients (the Default* constants when zero).
+	RefusalRate, RefusalGlobalRate   rate.Limit
+	RefusalBurst, RefusalGlobalBurst int
+
+	once    sync.Once
+	limits  *refusalLimits
+	replays replayCache
 }
 
 // NeedLeaderElection is false: every replica serves the refresh API.
@@ -75,6 +90,34 @@ func (s *RefreshServer) Handler() http.Handler {
 	return mux
 }
 
+func (s *RefreshServer) init() {
+	s.once.Do(func() {
+		s.limits = newRefusalLimits(orLimit(s.RefusalRate, DefaultRefusalRate), orInt(s.RefusalBurst, DefaultRefusalBurst),
+			orLimit(s.RefusalGlobalRate, DefaultRefusalGlobalRate), orInt(s.RefusalGlobalBurst, DefaultRefusalGlobalBurst))
+	})
+}
+
+func orLimit(v, d rate.Limit) rate.Limit {
+	if v > 0 {
+		return v
+	}
+	return d
+}
+
+func orInt(v, d int) int {
+	if v > 0 {
+		return v
+	}
+	return d
+}
+
+func (s *RefreshServer) window() time.Duration {
+	if s.SignatureWindow > 0 {
+		return s.SignatureWindow
+	}
+	return DefaultSignatureWindow
+}
+
 func (s *RefreshServer) now() time.Time {
 	if s.Clock == nil {
 		return time.Now()
@@ -88,8 +131,19 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// refresh answers every refusal alike (401 "unauthorized"): a missing TargetSource, one outside the watched
+// namespaces, one without an enabled, authenticated webhook, a wrong token or signature, a stale timestamp and a
+// replayed signature cannot be told apart, so the API does not reveal which TargetSources exist. Each refusal
+// costs the caller a token of refusalLimits, taken before anything is read.
 func (s *RefreshServer) refresh(w http.ResponseWriter, r *http.Request) {
+	s.init()
 	ctx := r.Context()
+	held, retryAfter, ok := s.limits.reserve(clientAddress(r), s.now())
+	if !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(int((retryAfter+time.Second-1)/time.Second)))
+		writeJSON(w, http.StatusTooManyRequests, map[string]string{"error": "too many refused requests"})
+		return
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRefreshBody+1))
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "reading the body"})
@@ -101,14 +155,14 @@ func (s *RefreshServer) refresh(w http.ResponseWriter, r *http.Request) {
 	}
 	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	ts := &gnmicv1alpha1.TargetSource{}
-	notFound := func() { writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found"}) }
+	refused := func() { writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized"}) }
 	if len(s.Namespaces) > 0 && !slices.Contains(s.Namespaces, key.Namespace) {
-		notFound()
+		refused()
 		return
 	}
 	if err := s.Client.Get(ctx, key, ts); err != nil {
 		if apierrors.IsNotFound(err) {
-			notFound()
+			refused()
 			return
 		}
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "reading the TargetSource"})
@@ -116,13 +170,14 @@ func (s *RefreshServer) refresh(w http.ResponseWriter, r *http.Request) {
 	}
 	hook := ts.Spec.Webhook
 	if hook == nil || !hook.Enabled || hook.Auth == nil || (hook.Auth.Bearer == nil && hook.Auth.Signature == nil) {
-		notFound() // indistinguishable from a missing TargetSource on purpose
+		refused()
 		return
 	}
 	if !s.authorized(ctx, ts.Namespace, hook.Auth, r, body) {
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized"})
+		refused()
 		return
 	}
+	held.cancel(s.now()) // authenticated: not a refusal
 	now := s.now()
 	debounce := durationOr(hook.Debounce, 5*time.Second)
 	if last, err := time.Parse(time.RFC3339Nano, ts.Annotations[gnmicv1alpha1.AnnotationRequestedAt]); err == nil &&
@@ -174,13 +229,26 @@ func (s *RefreshServer) authorized(ctx context.Context, namespace string, auth *
 		if algo == "sha512" {
 			newHash = sha512.New
 		}
+		// The MAC covers "<timestamp>.<body>": a captured request cannot be sent again with a new timestamp.
+		stamp := strings.TrimSpace(r.Header.Get(TimestampHeader))
+		at, ok := parseTimestamp(stamp)
+		now := s.now()
+		if !ok || now.Sub(at).Abs() > s.window() {
+			return false
+		}
 		mac := hmac.New(newHash, key)
+		mac.Write([]byte(stamp + "."))
 		mac.Write(body)
 		want := mac.Sum(nil)
 		got := strings.TrimSpace(r.Header.Get(orDefault(sig.Header, "X-Hook-Signature")))
 		got = strings.TrimPrefix(got, algo+"=")
 		decoded, err := hex.DecodeString(got)
 		if err != nil || !hmac.Equal(decoded, want) {
+			return false
+		}
+		// Within the window a copy of an accepted request is refused: it is remembered until its timestamp
+		// leaves the window (after which the timestamp check refuses it).
+		if !s.replays.firstUse(namespace+"/"+r.PathValue("name")+"/"+hex.EncodeToString(want), at.Add(s.window()), now) {
 			return false
 		}
 	}

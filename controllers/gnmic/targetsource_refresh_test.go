@@ -7,8 +7,10 @@ import (
 	"crypto/sha512"
 	"encoding/hex"
 	"encoding/json"
+	"hash"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -46,11 +48,9 @@ func TestRefreshAPI(t *testing.T) {
 	// manager's cached client and the API server.
 	api := httptest.NewServer((&gnmic.RefreshServer{Client: env.Manager.GetClient(), Secrets: env.Client, Clock: fakeClock}).Handler())
 	t.Cleanup(api.Close)
-	sign := func(body []byte) string {
-		mac := hmac.New(sha512.New, []byte("k3y"))
-		mac.Write(body)
-		return "sha512=" + hex.EncodeToString(mac.Sum(nil))
-	}
+	// Signed at the server's time: the HMAC covers "<timestamp>.<body>".
+	stamp := func() string { return strconv.FormatInt(fakeClock.Now().Unix(), 10) }
+	sign := func(body []byte) string { return "sha512=" + hmacHex(sha512.New, "k3y", stamp(), body) }
 	post := func(name, bearer, signature string, body []byte) (int, map[string]any) {
 		req, err := http.NewRequest(http.MethodPost, api.URL+"/api/v1/namespaces/"+ns+"/targetsources/"+name+"/refresh", bytes.NewReader(body))
 		g.Expect(err).NotTo(HaveOccurred())
@@ -59,6 +59,7 @@ func TestRefreshAPI(t *testing.T) {
 		}
 		if signature != "" {
 			req.Header.Set("X-Hook-Signature", signature)
+			req.Header.Set(gnmic.TimestampHeader, stamp())
 		}
 		resp, err := http.DefaultClient.Do(req)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -70,9 +71,9 @@ func TestRefreshAPI(t *testing.T) {
 	body := []byte(`{"event":"device.added"}`)
 
 	code, _ := post("missing", "s3cret", sign(body), body)
-	g.Expect(code).To(Equal(http.StatusNotFound))
+	g.Expect(code).To(Equal(http.StatusUnauthorized))
 	code, _ = post("disabled", "s3cret", "", body)
-	g.Expect(code).To(Equal(http.StatusNotFound), "a disabled webhook looks like a missing TargetSource")
+	g.Expect(code).To(Equal(http.StatusUnauthorized), "a disabled webhook looks like a missing TargetSource")
 	code, _ = post("both", "wrong", sign(body), body)
 	g.Expect(code).To(Equal(http.StatusUnauthorized))
 	code, _ = post("both", "s3cret", "", body)
@@ -90,9 +91,16 @@ func TestRefreshAPI(t *testing.T) {
 	g.Expect(getTS(g, ns, "both").Annotations).To(HaveKeyWithValue(gnmicv1alpha1.AnnotationRequestedAt, out["requestedAt"]))
 	g.Eventually(func(g Gomega) { g.Expect(runs(g, ns, "both")).To(BeNumerically(">", before)) }).Should(Succeed())
 
-	// Within the debounce window: answered, not recorded.
+	// Within the debounce window: answered, not recorded. Each attempt sends another body, so a retry is not a
+	// replay of the one before.
+	attempt := 0
+	fresh := func() []byte {
+		attempt++
+		return []byte(`{"event":"device.added","attempt":` + strconv.Itoa(attempt) + `}`)
+	}
 	fakeClock.Step(2 * time.Second)
 	g.Eventually(func(g Gomega) {
+		body := fresh()
 		code, out := post("both", "s3cret", sign(body), body)
 		g.Expect(code).To(Equal(http.StatusOK))
 		g.Expect(out).To(HaveKeyWithValue("debounced", true))
@@ -100,7 +108,16 @@ func TestRefreshAPI(t *testing.T) {
 	// After it: recorded again.
 	fakeClock.Step(4 * time.Second)
 	g.Eventually(func(g Gomega) {
+		body := fresh()
 		code, _ := post("both", "s3cret", sign(body), body)
 		g.Expect(code).To(Equal(http.StatusAccepted))
 	}).Should(Succeed())
+}
+
+// hmacHex is the hex HMAC of "<stamp>.<body>", as a refresh sender computes it.
+func hmacHex(newHash func() hash.Hash, key, stamp string, body []byte) string {
+	mac := hmac.New(newHash, []byte(key))
+	mac.Write([]byte(stamp + "."))
+	mac.Write(body)
+	return hex.EncodeToString(mac.Sum(nil))
 }

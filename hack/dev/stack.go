@@ -67,6 +67,11 @@ func startStack(ctx context.Context, cfg devConfig) (s *devStack, err error) {
 		}
 	})
 
+	// The sample Cluster's API is mutual TLS: the stand-ins serve the certificate the operator issues.
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	s.stops = append(s.stops, stopFollowing)
+	s.collectors.Follow(followCtx, s.env.Client)
+
 	s.kubeconfig = filepath.Join(cfg.Dir, "kubeconfig")
 	if err := writeKubeconfig(s.env, s.kubeconfig); err != nil {
 		return s, err

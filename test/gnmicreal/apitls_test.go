@@ -3,8 +3,9 @@ package gnmicreal
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
-	"net/http"
+	"net"
 	"testing"
 	"time"
 
@@ -16,48 +17,67 @@ import (
 	"github.com/quartet-dev/quartet-operator/internal/gnmic/collector"
 )
 
-// With spec.api.tls the operator's base configuration gives gNMIc api-server.tls{cert-file, key-file}: the real
-// gNMIc serves its REST API over TLS with the mounted certificate; the readiness probe the operator writes (https,
-// /api/v1/healthz) is answered, and the operator's collector client — trusting exactly the Cluster's CA under the
-// pod's DNS name — gets through, while a client trusting another CA is refused.
-func TestRealGNMIcServesTheRESTAPIWithTheOperatorsCertificate(t *testing.T) {
+// operatorCertificate is a client certificate from ca, as the Cluster controller issues the operator's own.
+func operatorCertificate(g Gomega, ca certs.Pair) *tls.Certificate {
+	pair, err := certs.Issue(ca, []string{"quartet-operator"}, x509.ExtKeyUsageClientAuth, time.Now())
+	g.Expect(err).NotTo(HaveOccurred())
+	cert, err := tls.X509KeyPair(pair.CertPEM, pair.KeyPEM)
+	g.Expect(err).NotTo(HaveOccurred())
+	return &cert
+}
+
+// A Cluster that says nothing about TLS gets mutual TLS on the REST API: the operator's base configuration gives
+// gNMIc api-server.tls{cert-file, key-file, ca-file, client-auth: require-verify}, and the real gNMIc then refuses
+// at the handshake every client without a certificate of the Cluster's CA (none, or one of another CA), while
+// the operator's collector client — presenting its certificate, trusting exactly the Cluster's CA under the
+// pod's DNS name — reads GET /api/v1/config. The readiness probe the operator writes is a TCP check, which the
+// API passes without a certificate.
+func TestRealGNMIcRequiresTheOperatorsClientCertificate(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	restPort := freePort(t)
 	c := &v1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: "core"}, Spec: v1.ClusterSpec{
-		Image: "ghcr.io/openconfig/gnmic:0.47.0", API: &v1.ClusterAPI{RestPort: int32(restPort), TLS: &v1.ClusterTLS{}}}}
-	// The name the operator verifies each pod under (its DNS name in the headless Service).
+		Image: "ghcr.io/openconfig/gnmic:0.47.0", API: &v1.ClusterAPI{RestPort: int32(restPort)}}}
 	name := "gnmic-core-0.gnmic-core.lab.svc.cluster.local"
 	gnmic := startWithCertificate(t, c, "/etc/gnmic/tls", name)
 	baseURL := fmt.Sprintf("https://127.0.0.1:%d", restPort)
 
-	// The readiness probe: a kubelet's https probe does not verify; this one does, against the Cluster's CA.
-	probe := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: gnmic.pool, ServerName: name, MinVersion: tls.VersionTLS12}}}
+	// The readiness probe: a TCP connect.
 	g.Eventually(func(g Gomega) {
-		resp, err := probe.Get(baseURL + "/api/v1/healthz")
+		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", restPort), time.Second)
 		g.Expect(err).NotTo(HaveOccurred())
-		_ = resp.Body.Close()
-		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
-		g.Expect(resp.TLS).NotTo(BeNil())
-		g.Expect(certs.Fingerprint(pemOf(resp.TLS.PeerCertificates[0].Raw))).To(Equal(certs.Fingerprint(gnmic.serving.CertPEM)))
+		_ = conn.Close()
 	}).WithTimeout(30*time.Second).Should(Succeed(), "gNMIc log:\n%s", gnmic.logs)
 
-	// The operator's client, set up as the Cluster controller sets it up. gNMIc v0.37 answers GET /api/v1/targets
-	// with an object keyed by name where collector mode (≥ 0.45) answers a list, so the body does not decode here;
-	// what is checked is that the handshake verified and the collector answered 200.
 	operator := &collector.Client{}
-	g.Expect(operator.Trust("lab/core", baseURL, name, gnmic.caPEM)).To(Succeed())
-	_, err := operator.Targets(ctx, baseURL)
-	if err != nil {
-		g.Expect(err.Error()).To(HavePrefix("decoding targets from "+baseURL), "only the v0.37 body shape may fail")
-	}
+	g.Expect(operator.TrustMutual("lab/core", baseURL, name, gnmic.caPEM, operatorCertificate(g, gnmic.ca))).To(Succeed())
+	var config []byte
+	g.Eventually(func(g Gomega) {
+		var err error
+		config, err = operator.Config(ctx, baseURL)
+		g.Expect(err).NotTo(HaveOccurred())
+	}).WithTimeout(30*time.Second).Should(Succeed(), "gNMIc log:\n%s", gnmic.logs)
+	g.Expect(string(config)).To(ContainSubstring("lab/r1"), "the operator reads the collector's configuration")
 
-	// Trusting another CA, the same client refuses the collector.
+	// Without a client certificate: refused at the handshake, before any HTTP.
+	anonymous := &collector.Client{}
+	g.Expect(anonymous.Trust("lab/core", baseURL, name, gnmic.caPEM)).To(Succeed())
+	_, err := anonymous.Config(ctx, baseURL)
+	g.Expect(err).To(HaveOccurred(), "a client without a certificate reads nothing")
+	g.Expect(err.Error()).To(MatchRegexp(`tls: .*certificate|certificate required`), "refused at the TLS handshake")
+	g.Expect(err.Error()).NotTo(ContainSubstring("HTTP "), "no HTTP answer at all")
+
+	// With a client certificate of another CA: refused too.
 	other, err := certs.NewCA("someone else", time.Now())
 	g.Expect(err).NotTo(HaveOccurred())
+	impostor := &collector.Client{}
+	g.Expect(impostor.TrustMutual("lab/core", baseURL, name, gnmic.caPEM, operatorCertificate(g, other))).To(Succeed())
+	_, err = impostor.Config(ctx, baseURL)
+	g.Expect(err).To(MatchError(MatchRegexp(`tls: .*certificate`)), "a client certificate of another CA is refused")
+
+	// And a client trusting another CA refuses the collector (the operator trusts the Cluster's CA alone).
 	stranger := &collector.Client{}
-	g.Expect(stranger.Trust("lab/core", baseURL, name, other.CertPEM)).To(Succeed())
+	g.Expect(stranger.TrustMutual("lab/core", baseURL, name, other.CertPEM, operatorCertificate(g, gnmic.ca))).To(Succeed())
 	_, err = stranger.Targets(ctx, baseURL)
 	g.Expect(err).To(MatchError(ContainSubstring("certificate")), "a collector certificate of another CA is refused")
 }

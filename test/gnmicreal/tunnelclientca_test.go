@@ -23,7 +23,7 @@ func TestRealGNMIcTunnelRefusesPeersWithoutADeviceCertificate(t *testing.T) {
 	g := NewWithT(t)
 	restPort, tunnelPort := freePort(t), freePort(t)
 	c := &v1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: "core"}, Spec: v1.ClusterSpec{
-		Image: "ghcr.io/openconfig/gnmic:0.47.0", API: &v1.ClusterAPI{RestPort: int32(restPort)},
+		Image: "ghcr.io/openconfig/gnmic:0.47.0", API: &v1.ClusterAPI{RestPort: int32(restPort), PlainHTTP: true},
 		GRPCTunnel: &v1.GRPCTunnel{Port: int32(tunnelPort), TLS: &v1.ClusterTLS{}, ClientCARef: &v1.KeyReference{Name: "device-ca"}}}}
 	now := time.Now()
 	deviceCA, err := certs.NewCA("lab devices", now)

@@ -31,7 +31,7 @@ func TestRealGNMIcServesTheTunnelWithTheOperatorsCertificate(t *testing.T) {
 	g := NewWithT(t)
 	restPort, tunnelPort := freePort(t), freePort(t)
 	c := &v1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: "core"}, Spec: v1.ClusterSpec{
-		Image: "ghcr.io/openconfig/gnmic:0.47.0", API: &v1.ClusterAPI{RestPort: int32(restPort)},
+		Image: "ghcr.io/openconfig/gnmic:0.47.0", API: &v1.ClusterAPI{RestPort: int32(restPort), PlainHTTP: true},
 		GRPCTunnel: &v1.GRPCTunnel{Port: int32(tunnelPort), TLS: &v1.ClusterTLS{}}}}
 	name := "gnmic-core-tunnel.lab.svc"
 	gnmic := startWithCertificate(t, c, "/etc/gnmic/tunnel-tls", name, "--use-tunnel-server")
@@ -50,6 +50,7 @@ func TestRealGNMIcServesTheTunnelWithTheOperatorsCertificate(t *testing.T) {
 // gnmicWithCertificate is a real gNMIc started from a Cluster's base configuration with a certificate the test
 // issued where the Cluster's pods mount it.
 type gnmicWithCertificate struct {
+	ca      certs.Pair
 	caPEM   []byte
 	serving certs.Pair
 	pool    *x509.CertPool
@@ -91,6 +92,8 @@ func startWithFiles(t *testing.T, c *v1.Cluster, mountPath, name string, files m
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(os.WriteFile(filepath.Join(dir, "tls.crt"), serving.CertPEM, 0o600)).To(Succeed())
 	g.Expect(os.WriteFile(filepath.Join(dir, "tls.key"), serving.KeyPEM, 0o600)).To(Succeed())
+	// The REST API's Secret also holds the issuing CA, which the API verifies clients against.
+	g.Expect(os.WriteFile(filepath.Join(dir, "ca.crt"), ca.CertPEM, 0o600)).To(Succeed())
 
 	_, addr1 := fakeDevice(t, "r1")
 	_, addr2 := fakeDevice(t, "r2")
@@ -114,7 +117,7 @@ func startWithFiles(t *testing.T, c *v1.Cluster, mountPath, name string, files m
 	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
 	pool, err := certs.Pool(ca.CertPEM)
 	g.Expect(err).NotTo(HaveOccurred())
-	return &gnmicWithCertificate{caPEM: ca.CertPEM, serving: serving, pool: pool, logs: logs}
+	return &gnmicWithCertificate{ca: ca, caPEM: ca.CertPEM, serving: serving, pool: pool, logs: logs}
 }
 
 func pemOf(der []byte) []byte {

@@ -11,6 +11,7 @@ package gnmicserver
 import (
 	"compress/gzip"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -94,8 +95,8 @@ type Server struct {
 	listener net.Listener
 	srv      *http.Server
 	scheme   string
-	// cert is the certificate served over TLS; conns the open connections, closed by Restart.
-	cert  atomic.Pointer[tls.Certificate]
+	// tls is what the server presents and asks for over TLS; conns the open connections, closed by Restart.
+	tls   atomic.Pointer[tls.Config]
 	conns sync.Map
 }
 
@@ -115,35 +116,62 @@ func Start(addr string) (*Server, error) {
 // StartTLS is Start serving HTTPS with a PEM certificate and key, as a collector with api-server.tls
 // cert-file/key-file does (no client certificate asked for).
 func StartTLS(addr string, certPEM, keyPEM []byte) (*Server, error) {
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	return StartMutualTLS(addr, certPEM, keyPEM, nil)
+}
+
+// StartMutualTLS is StartTLS that, with clientCAPEM, refuses at the handshake every client without a
+// certificate of that CA, as a collector with api-server.tls ca-file and client-auth: require-verify does.
+func StartMutualTLS(addr string, certPEM, keyPEM, clientCAPEM []byte) (*Server, error) {
+	s, err := StartTLSPending(addr)
 	if err != nil {
 		return nil, err
 	}
+	if err := s.Restart(certPEM, keyPEM, clientCAPEM); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// StartTLSPending serves HTTPS without a certificate yet: every handshake fails until Restart gives it one, as
+// a collector pod whose certificate Secret is not issued yet never starts.
+func StartTLSPending(addr string) (*Server, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{listener: l, states: map[string]*TargetState{}, subscribers: map[*subscriber]bool{}, scheme: "https"}
 	s.config = emptyConfig()
-	s.cert.Store(&cert)
 	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-			return s.cert.Load(), nil
+		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			cfg := s.tls.Load()
+			if cfg == nil {
+				return nil, errors.New("no certificate yet")
+			}
+			return cfg, nil
 		}},
 		ConnState: s.trackConn}
 	go func() { _ = s.srv.ServeTLS(l, "", "") }()
 	return s, nil
 }
 
-// Restart serves a new certificate, as a collector pod restarted with new certificate files does (gNMIc reads
-// them once at start): every connection and stream is closed, so clients handshake again. The configuration is
-// kept (the operator pushes it again anyway).
-func (s *Server) Restart(certPEM, keyPEM []byte) error {
+// Restart serves a new certificate (and, with clientCAPEM, requires client certificates of that CA), as a
+// collector pod restarted with new certificate files does (gNMIc reads them once at start): every connection and
+// stream is closed, so clients handshake again. The configuration is kept (the operator pushes it again anyway).
+func (s *Server) Restart(certPEM, keyPEM, clientCAPEM []byte) error {
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return err
 	}
-	s.cert.Store(&cert)
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	if clientCAPEM != nil {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(clientCAPEM) {
+			return errors.New("the client CA holds no PEM certificate")
+		}
+		cfg.ClientAuth, cfg.ClientCAs = tls.RequireAndVerifyClientCert, pool
+	}
+	s.tls.Store(cfg)
 	s.DropStreams()
 	s.conns.Range(func(c, _ any) bool {
 		_ = c.(net.Conn).Close()

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -51,16 +52,19 @@ func refreshThroughItsService(t *testing.T, m *asinstalled.Manager) {
 	clientset, err := kubernetes.NewForConfig(env.Config)
 	g.Expect(err).NotTo(HaveOccurred())
 	body := []byte(`{"event":"device.added"}`)
-	mac := hmac.New(sha256.New, []byte(key))
-	mac.Write(body)
-	signature := "sha256=" + hex.EncodeToString(mac.Sum(nil))
-	// Until the manager's cache holds the new TargetSource the API answers 404, like for a missing one.
+	// Until the manager's cache holds the new TargetSource the API answers 401, like for a missing one. Each
+	// attempt is signed with its own timestamp (the HMAC covers "<timestamp>.<body>").
 	g.Eventually(func(g Gomega) {
+		stamp := strconv.FormatInt(time.Now().Unix(), 10)
+		mac := hmac.New(sha256.New, []byte(key))
+		mac.Write([]byte(stamp + "."))
+		mac.Write(body)
+		signature := "sha256=" + hex.EncodeToString(mac.Sum(nil))
 		var code int
 		result := clientset.CoreV1().RESTClient().Post().Namespace(port.Namespace).Resource("services").
 			Name(fmt.Sprintf("%s:%d", port.Name, port.Port)).SubResource("proxy").
 			Suffix("api/v1/namespaces", ns, "targetsources", ts.Name, "refresh").
-			SetHeader("X-Hook-Signature", signature).Body(body).Do(ctx).StatusCode(&code)
+			SetHeader("X-Hook-Signature", signature).SetHeader("X-Hook-Timestamp", stamp).Body(body).Do(ctx).StatusCode(&code)
 		g.Expect(code).To(Equal(http.StatusAccepted), "through the service proxy: %v", result.Error())
 	}).WithTimeout(time.Minute).Should(Succeed())
 	got := &gnmicv1alpha1.TargetSource{}

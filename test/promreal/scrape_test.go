@@ -117,6 +117,10 @@ func startAndScrape(ctx context.Context) (*scrapes, error) {
 		return nil, err
 	}
 	scrapeStops = append(scrapeStops, func() { _ = env.Stop() })
+	// The sample Cluster's API is mutual TLS: the stand-ins serve the certificate the operator issues.
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	scrapeStops = append(scrapeStops, stopFollowing)
+	collectors.Follow(followCtx, env.Client)
 	scrapeLogDir = env.Cluster.LogDir()
 
 	const owner = "promreal"

@@ -29,7 +29,7 @@ const (
 	// since gNMIc crashes applying a subscription to a target whose TLS file does not exist.
 	ClusterConditionTargetTLSReady = "TargetTLSReady"
 	// ClusterConditionCredentialsWithheld is True (reason PlaintextAPI) while the collectors' REST API is plain
-	// HTTP (no spec.api.tls) and some TargetProfile names credentials: plans are pushed without them, since
+	// HTTP (spec.api.plainHTTP) and some TargetProfile names credentials: plans are pushed without them, since
 	// anything on the pod network could read them. Absent otherwise.
 	ClusterConditionCredentialsWithheld = "CredentialsWithheld"
 	// ClusterConditionCredentialsMissing is True (reason CredentialsSecretNotFound, with a Warning event) while
@@ -108,10 +108,16 @@ type ClusterAPI struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	GNMIPort int32 `json:"gnmiPort,omitempty"`
-	// TLS serves the REST API over TLS with a certificate from a per-Cluster CA the operator manages (set it as
-	// {}) or from cert-manager (issuerRef); the operator then trusts that CA alone.
+	// TLS chooses who issues the REST API's certificate: a per-Cluster CA the operator manages (unset or {}) or
+	// cert-manager (issuerRef). The API is mutual TLS: the collectors accept only clients with a certificate of
+	// that CA (the operator's), and the operator trusts that CA alone.
 	// +optional
 	TLS *ClusterTLS `json:"tls,omitempty"`
+	// PlainHTTP opts out of TLS: the collectors serve their REST API over plain HTTP, and the operator then sends
+	// them no device credentials (condition CredentialsWithheld), since anything on the pod network could read
+	// them. It cannot be combined with tls.
+	// +optional
+	PlainHTTP bool `json:"plainHTTP,omitempty"`
 }
 
 // ServiceTemplate shapes a Service the operator creates.

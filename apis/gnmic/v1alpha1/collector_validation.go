@@ -34,6 +34,9 @@ func ValidateCluster(c *Cluster) field.ErrorList {
 			errs = append(errs, field.Invalid(spec.Child("api", "gnmiPort"), api.GNMIPort, "must differ from restPort"))
 		}
 		errs = append(errs, validateClusterTLS(spec.Child("api", "tls"), api.TLS)...)
+		if api.PlainHTTP && api.TLS != nil {
+			errs = append(errs, field.Invalid(spec.Child("api", "plainHTTP"), true, "opts out of TLS, so spec.api.tls must be unset"))
+		}
 	}
 	errs = append(errs, validateClusterTLS(spec.Child("clientTLS"), c.Spec.ClientTLS)...)
 	if t := c.Spec.GRPCTunnel; t != nil {

@@ -409,7 +409,8 @@ type RefreshAuth struct {
 	// Bearer compares "Authorization: Bearer <token>" with a Secret key.
 	// +optional
 	Bearer *BearerAuth `json:"bearer,omitempty"`
-	// Signature checks an HMAC of the request body.
+	// Signature checks an HMAC of "<X-Hook-Timestamp>.<request body>"; the timestamp must be within 5 minutes
+	// of the operator's clock, and an accepted signature is not accepted again.
 	// +optional
 	Signature *SignatureAuth `json:"signature,omitempty"`
 }
@@ -421,7 +422,7 @@ type BearerAuth struct {
 	SecretRef SecretKeyRef `json:"secretRef"`
 }
 
-// SignatureAuth checks an HMAC signature of the body, sent as "<algorithm>=<hex>" or "<hex>".
+// SignatureAuth checks an HMAC signature of the timestamp and body, sent as "<algorithm>=<hex>" or "<hex>".
 type SignatureAuth struct {
 	// SecretRef names the Secret and key of the HMAC key.
 	// +required

@@ -102,6 +102,33 @@ func (c *Client) Apply(ctx context.Context, baseURL string, body []byte) error {
 	return nil
 }
 
+// Config returns the collector's whole configuration (GET /api/v1/config, at most 16 MiB) as it answers it. It
+// holds device passwords in clear, which is why the API takes only the operator's client certificate; the
+// operator does not call it itself: it is for diagnosis and for the checks against the real collector.
+func (c *Client) Config(ctx context.Context, baseURL string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(baseURL, "/")+"/api/v1/config", nil)
+	if err != nil {
+		return nil, err
+	}
+	hc, err := c.clientFor(baseURL)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s/api/v1/config: HTTP %d", baseURL, resp.StatusCode)
+	}
+	return body, nil
+}
+
 // Targets returns the runtime state of every target the collector holds, by name.
 func (c *Client) Targets(ctx context.Context, baseURL string) (map[string]TargetState, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(baseURL, "/")+"/api/v1/targets", nil)

@@ -38,6 +38,9 @@ type trustedClient struct {
 	caPEM    []byte
 	current  *x509.CertPool
 	previous []retiredCA
+	// clientCert is the certificate the operator presents (the collectors' API requires one of the Cluster's CA);
+	// read on every handshake, so a renewed one is used from the next connection on.
+	clientCert *tls.Certificate
 }
 
 // retiredCA is a CA replaced by a rotation, and when that happened.
@@ -52,6 +55,13 @@ type retiredCA struct {
 // rotated CA is trusted from the next handshake on; the one it replaces stays trusted for this collector until
 // the collector presents a certificate of the new CA, and at most PreviousCAWindow after the rotation.
 func (c *Client) Trust(owner, baseURL, serverName string, caPEM []byte) error {
+	return c.TrustMutual(owner, baseURL, serverName, caPEM, nil)
+}
+
+// TrustMutual is Trust that also presents clientCert when the collector asks for a client certificate (its API
+// runs with client-auth require-verify). Calling it again with a renewed certificate keeps the connections; new
+// ones present the new certificate.
+func (c *Client) TrustMutual(owner, baseURL, serverName string, caPEM []byte, clientCert *tls.Certificate) error {
 	u, err := url.Parse(baseURL)
 	if err != nil {
 		return fmt.Errorf("collector URL %q: %w", baseURL, err)
@@ -65,6 +75,7 @@ func (c *Client) Trust(owner, baseURL, serverName string, caPEM []byte) error {
 	defer c.trust.mu.Unlock()
 	if old := c.trust.byHost[host]; old != nil && old.owner == owner && old.serverName == serverName {
 		old.rotate(caPEM, pool)
+		old.present(clientCert)
 		return nil
 	}
 	if c.trust.byHost == nil {
@@ -73,7 +84,8 @@ func (c *Client) Trust(owner, baseURL, serverName string, caPEM []byte) error {
 	if old := c.trust.byHost[host]; old != nil {
 		old.client.CloseIdleConnections()
 	}
-	t := &trustedClient{owner: owner, serverName: serverName, caPEM: caPEM, current: pool, now: c.now, window: c.previousCAWindow()}
+	t := &trustedClient{owner: owner, serverName: serverName, caPEM: caPEM, current: pool, now: c.now, window: c.previousCAWindow(),
+		clientCert: clientCert}
 	// The plain client's transport is cloned so its dialing (the development dial map, when set) carries over.
 	transport := &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true}
 	if base, ok := c.http().Transport.(*http.Transport); ok {
@@ -86,6 +98,8 @@ func (c *Client) Trust(owner, baseURL, serverName string, caPEM []byte) error {
 		// against the trust as it is at handshake time, so it is not skipped but replaced.
 		InsecureSkipVerify: true, //nolint:gosec // verified in VerifyConnection
 		VerifyConnection:   t.verify,
+		// Asked for only by a collector that verifies clients; none (an empty certificate) when not set.
+		GetClientCertificate: t.certificate,
 	}
 	t.client = &http.Client{Timeout: c.http().Timeout, Transport: transport}
 	c.trust.byHost[host] = t
@@ -102,6 +116,25 @@ func (t *trustedClient) rotate(caPEM []byte, pool *x509.CertPool) {
 	}
 	t.previous = append(t.previous, retiredCA{pool: t.current, rotatedAt: t.now()})
 	t.caPEM, t.current = caPEM, pool
+}
+
+// present makes cert the client certificate of the next handshakes (nil keeps the current one).
+func (t *trustedClient) present(cert *tls.Certificate) {
+	if cert == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.clientCert = cert
+}
+
+func (t *trustedClient) certificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.clientCert == nil {
+		return &tls.Certificate{}, nil
+	}
+	return t.clientCert, nil
 }
 
 // verify checks the collector's certificate chain as crypto/tls would with RootCAs set: against the current CA,

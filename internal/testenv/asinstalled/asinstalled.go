@@ -130,6 +130,10 @@ func Start(t *testing.T, env *testenv.Env, in Install) *Manager {
 	collectors, err := devstack.StartCollectors(3)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	t.Cleanup(collectors.Close)
+	// The sample Cluster's API is mutual TLS: the stand-ins serve the certificate the operator issues.
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	t.Cleanup(stopFollowing)
+	collectors.Follow(followCtx, env.Client)
 	g.Expect(devstack.ApplyInventory(ctx, env.Client, in.Inventory)).To(gomega.Succeed())
 	// Development-only (docs/development.md): no container runs in the simulated collector pods and no Prometheus
 	// in the cluster, so the manager's connections to their addresses go to the local stand-ins.

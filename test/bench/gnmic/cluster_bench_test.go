@@ -70,7 +70,7 @@ func BenchmarkClusterPush1000Targets(b *testing.B) {
 		replicas := int32(3)
 		g.Expect(dialMap.Add(gnmicserver.ServerDialMapEntries(ns, "bench", 0, servers))).To(Succeed())
 		c := &gnmicv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bench"},
-			Spec: gnmicv1alpha1.ClusterSpec{Image: "gnmic", Replicas: &replicas}}
+			Spec: gnmicv1alpha1.ClusterSpec{Image: "gnmic", Replicas: &replicas, API: &gnmicv1alpha1.ClusterAPI{PlainHTTP: true}}}
 		g.Expect(env.Client.Create(ctx, c)).To(Succeed())
 		g.Eventually(func() int { return total(servers) }).Should(Equal(3)) // the empty plans
 
