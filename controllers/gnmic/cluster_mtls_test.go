@@ -134,7 +134,7 @@ func TestClusterRollsToMutualTLSWithoutLosingTargets(t *testing.T) {
 	secure := make([]*gnmicserver.Server, 2)
 	start := time.Now()
 	observedPlain := 0 // checks made while a pod was still on plain HTTP
-	rolled := func(g Gomega, i int) bool {
+	rolled := func(i int) bool {
 		pod := &corev1.Pod{}
 		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gnmic-roll-" + string(rune('0'+i))}, pod); err != nil {
 			return false
@@ -144,7 +144,7 @@ func TestClusterRollsToMutualTLSWithoutLosingTargets(t *testing.T) {
 	}
 	g.Eventually(func(g Gomega) {
 		for i := range 2 {
-			if secure[i] == nil && rolled(g, i) {
+			if secure[i] == nil && rolled(i) {
 				srv, err := gnmicserver.StartMutualTLS("127.0.0.1:0", serving.CertPEM, serving.KeyPEM, secret.Data["ca.crt"])
 				g.Expect(err).NotTo(HaveOccurred())
 				t.Cleanup(func() { _ = srv.Close() })

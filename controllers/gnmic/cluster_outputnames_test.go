@@ -16,12 +16,12 @@ import (
 	gnmicv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
 )
 
-// outputInstances reads a Cluster's status.outputInstances as name → processorsDigest, untyped, so the test also
+// outputInstances reads Cluster "split"'s status.outputInstances as name → processorsDigest, untyped, so the test also
 // runs (and fails) against an API without the field.
-func outputInstances(g Gomega, ns, name string) map[string]string {
+func outputInstances(g Gomega, ns string) map[string]string {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gnmicv1alpha1.GroupVersion.WithKind("Cluster"))
-	g.Expect(env.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, u)).To(Succeed())
+	g.Expect(env.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "split"}, u)).To(Succeed())
 	list, _, err := unstructured.NestedSlice(u.Object, "status", "outputInstances")
 	g.Expect(err).NotTo(HaveOccurred())
 	out := map[string]string{}
@@ -79,9 +79,9 @@ func TestOutputNamesStayWhenAPipelinesProcessorsDiverge(t *testing.T) {
 	g.Expect(held.Outputs).To(HaveLen(2))
 	g.Expect(held.Outputs[shared]).To(Equal(before.Outputs[shared]), "the shared instance is unchanged, listener and all")
 	g.Expect(held.Outputs[split]["listen"]).To(Equal(":9805"), "the split-off instance takes the next free port")
-	g.Expect(outputInstances(g, ns, "split")).To(HaveLen(2))
-	g.Expect(outputInstances(g, ns, "split")).To(HaveKeyWithValue(shared, ""))
-	g.Expect(outputInstances(g, ns, "split")[split]).To(HaveLen(16))
+	g.Expect(outputInstances(g, ns)).To(HaveLen(2))
+	g.Expect(outputInstances(g, ns)).To(HaveKeyWithValue(shared, ""))
+	g.Expect(outputInstances(g, ns)[split]).To(HaveLen(16))
 	g.Eventually(func(g Gomega) {
 		for name, port := range map[string]int32{"gnmic-split-prom": 9804, "gnmic-split-b-prom": 9805} {
 			svc := &corev1.Service{}
@@ -99,6 +99,6 @@ func TestOutputNamesStayWhenAPipelinesProcessorsDiverge(t *testing.T) {
 		g.Expect(held.Outputs).To(HaveLen(1))
 		g.Expect(held.Outputs[shared]).To(Equal(before.Outputs[shared]))
 		g.Expect(held.Subscriptions[ns+"/b/ifaces"].Outputs).To(Equal([]string{shared}))
-		g.Expect(outputInstances(g, ns, "split")).To(Equal(map[string]string{shared: ""}))
+		g.Expect(outputInstances(g, ns)).To(Equal(map[string]string{shared: ""}))
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 }

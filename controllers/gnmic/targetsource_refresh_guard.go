@@ -20,11 +20,13 @@ const (
 	// DefaultRefusalRate and DefaultRefusalBurst limit refused requests per client address: each refused request
 	// (and each one in flight) takes a token, an accepted one gives it back. Past the limit the API answers 429
 	// before reading anything, so a caller guessing names or secrets costs at most this many Secret reads.
-	DefaultRefusalRate  = rate.Limit(2)
+	DefaultRefusalRate = rate.Limit(2)
+	// DefaultRefusalBurst is the number of refusals a client address may have before the rate applies.
 	DefaultRefusalBurst = 20
 	// DefaultRefusalGlobalRate and DefaultRefusalGlobalBurst bound the same over all clients together (callers
 	// spread over many addresses).
-	DefaultRefusalGlobalRate  = rate.Limit(20)
+	DefaultRefusalGlobalRate = rate.Limit(20)
+	// DefaultRefusalGlobalBurst is the number of refusals over all clients before the global rate applies.
 	DefaultRefusalGlobalBurst = 100
 	// maxTrackedClients bounds the per-address limiters kept; past it idle ones are dropped first, and a new
 	// address shares the global limit only.

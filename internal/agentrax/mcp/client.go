@@ -251,7 +251,7 @@ func (v *convo) exchange(ctx context.Context, what string, fn func(context.Conte
 		v.caps.allow()
 	}
 	if err != nil && callCtx.Err() != nil && !errors.Is(err, callCtx.Err()) {
-		return fmt.Errorf("mcp: %s: %w (%v)", what, callCtx.Err(), err)
+		return fmt.Errorf("mcp: %s: %w (%w)", what, callCtx.Err(), err)
 	}
 	if err != nil {
 		return fmt.Errorf("mcp: %s: %w", what, err)

@@ -201,7 +201,7 @@ func startEvent(kind, tenant string, attrs ...attribute.KeyValue) (context.Conte
 	return ctx, span
 }
 
-// AttrLeaseRef, on a source_target span, is the reference of the lease the target's processor holds (the
+// AttrLeaseRef is the attribute, on a source_target span, holding the reference of the lease the target's processor holds (the
 // source target's lease annotation), never the lease ID: spans are exported.
 const AttrLeaseRef = "lease.ref"
 

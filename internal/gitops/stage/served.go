@@ -35,7 +35,7 @@ func KubeServed(c client.Reader, platformNamespaces []string) func(ctx context.C
 			return fmt.Errorf("reading Tenant %s: %w", tenant, err)
 		}
 		if !slices.Contains(t.Status.Namespaces, namespace) {
-			return fmt.Errorf("Tenant %s has not claimed it (status.namespaces)", tenant)
+			return fmt.Errorf("tenant %s has not claimed it (status.namespaces)", tenant)
 		}
 		return nil
 	}
