@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"go.opentelemetry.io/otel/attribute"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -49,6 +50,10 @@ type PlatformReconciler struct {
 	AllowedNamespaces []string
 	// DefaultImage is the katastroma image of Platforms that name none (--katastroma-default-image).
 	DefaultImage string
+	// ServiceMonitors is set by SetupWithManager when the ServiceMonitor CRD is served: each Platform then gets
+	// one in its namespace, with MonitoringLabels (--monitoring-labels) added.
+	ServiceMonitors  bool
+	MonitoringLabels map[string]string
 	// RepositoryAllowCIDRs are passed to the source stage as --repository-allow-cidrs
 	// (--gitops-repository-allow-cidrs): the private ranges its repository fetches may reach.
 	RepositoryAllowCIDRs []string
@@ -57,6 +62,7 @@ type PlatformReconciler struct {
 // +kubebuilder:rbac:groups=katastroma.org,resources=platforms,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=katastroma.org,resources=platforms/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=katastroma.org,resources=platforms/finalizers,verbs=update
+// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;serviceaccounts;configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
@@ -209,9 +215,22 @@ func (r *PlatformReconciler) writeChildren(ctx context.Context, p *gitopsv1alpha
 		return err
 	}
 	cm := platform.CollectorConfigMap(p)
-	return r.own(ctx, p, cm, &corev1.ConfigMap{}, func(live client.Object) {
+	if err := r.own(ctx, p, cm, &corev1.ConfigMap{}, func(live client.Object) {
 		l := live.(*corev1.ConfigMap)
 		l.Labels, l.Data = cm.Labels, cm.Data
+	}); err != nil {
+		return err
+	}
+	if !r.ServiceMonitors {
+		return nil
+	}
+	sm := platform.ServiceMonitor(p, r.MonitoringLabels)
+	return r.own(ctx, p, sm, &monitoringv1.ServiceMonitor{}, func(live client.Object) {
+		l := live.(*monitoringv1.ServiceMonitor)
+		l.Labels = sm.Labels
+		if !equality.Semantic.DeepDerivative(sm.Spec, l.Spec) {
+			l.Spec = sm.Spec
+		}
 	})
 }
 
@@ -359,7 +378,17 @@ func (r *PlatformReconciler) setStatus(p *gitopsv1alpha1.Platform, deployments m
 // would cache every ConfigMap of the cluster) and neither is the cluster RBAC: both are put back on the next
 // reconcile, which any Deployment status change triggers.
 func (r *PlatformReconciler) SetupWithManager(mgr ctrl.Manager, o kube.ControllerOptions) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	gvk := monitoringv1.SchemeGroupVersion.WithKind(monitoringv1.ServiceMonitorsKind)
+	if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+		r.ServiceMonitors = true
+	} else if !meta.IsNoMatchError(err) {
+		return fmt.Errorf("probing for the ServiceMonitor CRD: %w", err)
+	}
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.ServiceMonitors {
+		b = b.Owns(&monitoringv1.ServiceMonitor{})
+	}
+	return b.
 		For(&gitopsv1alpha1.Platform{}).
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).

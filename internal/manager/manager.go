@@ -444,6 +444,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		// A Tenant owning the operator's namespace could deploy into it with the pipeline's identities.
 		PlatformNamespaces:     o.PlatformNamespaces,
 		KatastromaDefaultImage: o.KatastromaDefaultImage,
+		MonitoringLabels:       o.MonitoringLabels,
 		AllowPrivilegedTenants: o.AllowPrivilegedTenants,
 		GitopsRepositoryAllow:  o.GitopsRepositoryAllowCIDRs,
 		ReservedNamespaces:     slices.DeleteFunc([]string{podNamespace(o.LeaderElectionNamespace)}, func(s string) bool { return s == "" }),

@@ -21,6 +21,7 @@ func gitopsControllers() []Controller {
 					Recorder:             mgr.GetEventRecorder(gitopscontrollers.PlatformControllerName),
 					AllowedNamespaces:    d.PlatformNamespaces,
 					DefaultImage:         d.KatastromaDefaultImage,
+					MonitoringLabels:     d.MonitoringLabels,
 					RepositoryAllowCIDRs: d.GitopsRepositoryAllow,
 				}).SetupWithManager(mgr, d.options(gitopscontrollers.PlatformControllerName))
 			},

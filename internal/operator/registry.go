@@ -76,6 +76,8 @@ type Dependencies struct {
 	PlatformNamespaces []string
 	// KatastromaDefaultImage is the stage image of Platforms that name none.
 	KatastromaDefaultImage string
+	// MonitoringLabels are added to the ServiceMonitors controllers create (--monitoring-labels).
+	MonitoringLabels map[string]string
 	// AllowPrivilegedTenants lets a gitops Tenant ask for Pod Security level privileged.
 	AllowPrivilegedTenants bool
 	// GitopsRepositoryAllow are the prefixes every Platform's source stage may fetch repositories from despite its

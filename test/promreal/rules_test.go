@@ -66,7 +66,7 @@ func ruleGroups(t *testing.T, rule *unstructured.Unstructured) []ruleGroup {
 }
 
 // servedBy is the scrape of the program whose metrics a group's rules and dashboard read: the gitops stage and
-// pharos metrics are katastroma's (config/prometheus/katastroma_monitor.yaml), the rest the manager's.
+// pharos metrics are katastroma's (scraped by the ServiceMonitor each Platform gets), the rest the manager's.
 func (s *scrapes) servedBy(group string) exported {
 	if group == "gitops" {
 		return s.katastroma

@@ -35,7 +35,6 @@ func TestValidateCluster(t *testing.T) {
 		want []string
 	}{
 		"minimal":                  {ClusterSpec{Image: "ghcr.io/openconfig/gnmic:0.45.0"}, nil},
-		"no image":                 {ClusterSpec{}, []string{"spec.image: Required"}},
 		"blank image":              {ClusterSpec{Image: " "}, []string{"spec.image", "whitespace"}},
 		"default image":            {ClusterSpec{}, nil},
 		"image with space":         {ClusterSpec{Image: "gnmic latest"}, []string{"spec.image", "whitespace"}},
