@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"net/http"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -49,6 +50,8 @@ func startPlatform(t *testing.T, platform, ns string) *platformPipeline {
 	p, err := runner.StartAll(ctx, runner.Options{HTTPAddr: "127.0.0.1:0", Config: env.Config,
 		Scheme: operator.NewScheme(), ReconcileTick: 200 * time.Millisecond,
 		Lease: source.LeaseConfig{Platform: platform},
+		// The test git daemon listens on loopback, which the fetch guard refuses unless allowed.
+		RepositoryAllowForTesting: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
 		BeforeStream: func(tg source.Target, _ string) {
 			if tg.Namespace == ns {
 				pp.mu.Lock()

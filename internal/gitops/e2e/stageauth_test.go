@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -90,6 +91,8 @@ func TestAuthenticatedStagesUnderPlatformIdentities(t *testing.T) {
 				Review: stage.KubeReview(reviews), Namespaces: callers, Served: stage.KubeServed(reviews, callers)}}}
 		if name == runner.Source {
 			o.HTTPAddr = "127.0.0.1:0"
+			// The test git daemon listens on loopback, which the fetch guard refuses unless allowed.
+			o.RepositoryAllowForTesting = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
 		}
 		if i+1 < len(runner.Stages) {
 			o.Next = lis[runner.Stages[i+1]].Addr().String()

@@ -28,7 +28,7 @@ func TestVerifyOfUnchangedObjectsListsNothingAgain(t *testing.T) {
 	scheme := runtime.NewScheme()
 	g.Expect(corev1.AddToScheme(scheme)).To(Succeed())
 	target := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "web",
-		Annotations: map[string]string{pipeline.AnnotationLeaseID: "lease"}}}
+		Annotations: map[string]string{pipeline.AnnotationLeaseID: pipeline.LeaseRef("lease")}}}
 	live := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "a",
 		Labels: map[string]string{pipeline.LabelSourceTarget: "team.web"}}}
 	var lists atomic.Int32
