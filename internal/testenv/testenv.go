@@ -15,7 +15,9 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/onsi/gomega"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -310,8 +312,11 @@ func (e *Env) InstallCRDs(t testing.TB, paths ...string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		for _, crd := range crds {
+			// Unstructured: the tests' scheme need not know apiextensions.
+			live := &unstructured.Unstructured{}
+			live.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
 			err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-				err := e.Client.Get(ctx, client.ObjectKeyFromObject(crd), crd.DeepCopy())
+				err := e.Client.Get(ctx, client.ObjectKey{Name: crd.Name}, live)
 				return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 			})
 			if err != nil {
