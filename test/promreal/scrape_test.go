@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -195,7 +197,9 @@ func startKatastroma(env *testenv.Env, dir string) (func(context.Context) (expor
 	}
 	stagesMetrics, pharosMetrics := addrs[2], addrs[3]
 	// all-in-one serves every stage on its own loopback port and logs the source stage's.
-	stages, err := env.Cluster.Run("katastroma-all-in-one", []string{"KUBECONFIG=" + kubeconfigFile}, bin, "all-in-one",
+	// The test's repository is served on loopback, which the source stage's fetch guard refuses unless told.
+	stages, err := env.Cluster.Run("katastroma-all-in-one", []string{"KUBECONFIG=" + kubeconfigFile,
+		"KATASTROMA_REPOSITORY_ALLOW_FOR_TESTING=127.0.0.1/32"}, bin, "all-in-one",
 		"--http-bind-address="+addrs[1], "--metrics-bind-address="+stagesMetrics)
 	if err != nil {
 		return nil, err
@@ -256,8 +260,9 @@ func loggedSourceAddress(logFile string) string {
 	return ""
 }
 
-// deployOneEvent commits a ConfigMap to a local repository, makes it a source target of the sample Tenant's
-// namespace, asks the source stage at grpcAddr to retrieve it and waits until the provisioner applied it: one
+// deployOneEvent commits a ConfigMap to a local repository, serves it over smart HTTP on loopback (git
+// http-backend: the source stage fetches only over the network, through its guard), makes it a source target of the
+// sample Tenant's namespace, asks the source stage at grpcAddr to retrieve it and waits until the provisioner applied it: one
 // event through every stage, so the series labelled by tenant exist.
 func deployOneEvent(ctx context.Context, env *testenv.Env, dir, grpcAddr string) error {
 	const ns, target = "team-demo", "promreal"
@@ -288,9 +293,17 @@ func deployOneEvent(ctx context.Context, env *testenv.Env, dir, grpcAddr string)
 	if err != nil {
 		return err
 	}
+	gitBin, err := exec.LookPath("git")
+	if err != nil {
+		return fmt.Errorf("git is required to serve the test repository: %w", err)
+	}
+	server := httptest.NewServer(&cgi.Handler{Path: gitBin, Args: []string{"http-backend"},
+		Env: []string{"GIT_PROJECT_ROOT=" + dir, "GIT_HTTP_EXPORT_ALL=1"}})
+	// Later polls of the target fetch again while the stack runs; the server goes with the stack's context.
+	context.AfterFunc(ctx, server.Close)
 	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: target,
 		Labels: map[string]string{pipeline.LabelType: pipeline.TypeSourceTarget}},
-		Data: map[string]string{"repo-url": "file://" + repoDir, "ref": head.Name().Short(), "path": "deploy"}}); err != nil {
+		Data: map[string]string{"repo-url": server.URL + "/repo", "ref": head.Name().Short(), "path": "deploy"}}); err != nil {
 		return err
 	}
 	conn, err := stage.Dial(grpcAddr)
