@@ -29,7 +29,7 @@ func ServiceMonitor(p *gitopsv1alpha1.Platform, extra map[string]string) *monito
 	return &monitoringv1.ServiceMonitor{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: ServiceMonitorName, Labels: labels},
 		Spec: monitoringv1.ServiceMonitorSpec{
-			Selector: metav1.LabelSelector{MatchLabels: selector},
+			Selector:  metav1.LabelSelector{MatchLabels: selector},
 			Endpoints: []monitoringv1.Endpoint{{Port: "metrics", Path: "/metrics", Scheme: ptr.To(monitoringv1.SchemeHTTP)}},
 		},
 	}
