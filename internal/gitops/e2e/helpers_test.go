@@ -274,7 +274,8 @@ func sourceTarget(ctx context.Context, ns, name string, r *repo, path, overrides
 		Data: map[string]string{"repo-url": r.url, "ref": r.branch, "path": path}}
 	if overrides != "" {
 		secret := name + "-values"
-		Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret},
+		Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret,
+			Labels: map[string]string{pipeline.LabelSourceTarget: name}},
 			Data: map[string][]byte{source.OverridesKey: []byte(overrides)}})).To(Succeed())
 		cm.Annotations = map[string]string{source.AnnotationOverridesSecret: secret}
 	}

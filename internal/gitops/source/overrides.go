@@ -48,6 +48,13 @@ func (h *Handler) overrides(ctx context.Context, t Target) (string, error) {
 		}
 		return "", err
 	}
+	// The Secret must say it is this target's: whoever may edit the source target but not read Secrets could
+	// otherwise name any Secret of the namespace that has an "overrides" key and have it rendered into objects.
+	if s.Labels[pipeline.LabelSourceTarget] != t.Name {
+		return "", fmt.Errorf("overrides secret %s/%s (annotation %s) is not labelled %s=%s: a Secret is used as a "+
+			"target's overrides only when it says so", t.Namespace, t.OverridesSecret, AnnotationOverridesSecret,
+			pipeline.LabelSourceTarget, t.Name)
+	}
 	v, ok := s.Data[OverridesKey]
 	if !ok {
 		return "", fmt.Errorf("overrides secret %s/%s has no key %q", t.Namespace, t.OverridesSecret, OverridesKey)
