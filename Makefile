@@ -300,8 +300,11 @@ test-realnode: envtest realnode ## Run only the real-node suite (root; `make tes
 	REALNODE_ASSETS=$(REALNODE_LINKS) go test -p 1 ./internal/testenv/images/... $(REALNODE_PACKAGES) -count=1 -timeout 20m -v
 
 .PHONY: dev
-dev: manifests envtest ## Run a local control plane with the operator and samples; Ctrl-C tears it down (DEV_ARGS=--exit-when-converged: exit once the samples converged).
-	go run ./hack/dev $(DEV_ARGS)
+# A real node beside the simulated ones is on by default for root (it is ready seconds after the control plane once
+# `make realnode` is cached; the first run builds it), off otherwise: REAL_NODE=false|true overrides.
+REAL_NODE ?= $(if $(filter 0,$(shell id -u)),true,false)
+dev: manifests envtest $(if $(filter true,$(REAL_NODE)),realnode) ## Run a local control plane with the operator and samples (and a real node when REAL_NODE=true, the default for root); Ctrl-C tears it down (DEV_ARGS=--exit-when-converged: exit once the samples converged).
+	QUARTET_DEV_REAL_NODE=$(REAL_NODE) REALNODE_ASSETS=$(REALNODE_LINKS) go run ./hack/dev $(DEV_ARGS)
 
 ##@ Build
 

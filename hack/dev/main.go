@@ -37,6 +37,9 @@ type devConfig struct {
 	FleetAddr, FleetSourceAddr, RegistryAddr string
 	// Collectors starts the gNMIc collector stand-ins behind the sample Cluster's pods.
 	Collectors bool
+	// RealNode starts a real node (containerd, runc, the kubelet, kube-proxy, kube-router's firewall) beside the
+	// simulated ones; it needs root and `make realnode`.
+	RealNode bool
 	// ConvergeTimeout bounds the wait for the samples (convergeTimeout in `make dev`).
 	ConvergeTimeout time.Duration
 	// ExitWhenConverged returns once the samples converged (an error naming the ones that did not) instead of
@@ -67,6 +70,7 @@ func main() {
 		FleetSourceAddr:   envOr("FLEET_DEV_SOURCE_ADDR", "127.0.0.1:8445"),
 		RegistryAddr:      envOr("QUARTET_DEV_REGISTRY_ADDR", "127.0.0.1:9090"),
 		Collectors:        os.Getenv("QUARTET_DEV_GNMIC_COLLECTOR") != "false",
+		RealNode:          os.Getenv("QUARTET_DEV_REAL_NODE") == "true",
 		ConvergeTimeout:   convergeTimeout,
 		ExitWhenConverged: *exitWhenConverged,
 		Logger:            &logger, Out: os.Stdout, Err: os.Stderr,

@@ -20,6 +20,8 @@ import (
 
 	fleetv1alpha1 "github.com/quartet-dev/quartet-operator/apis/fleet/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
+	"github.com/quartet-dev/quartet-operator/internal/testenv/devstack"
+	"github.com/quartet-dev/quartet-operator/internal/testenv/realnode"
 )
 
 // TestMakeDevConverges runs what `go run ./hack/dev --exit-when-converged` runs — the cluster-grade control plane,
@@ -41,6 +43,7 @@ func TestMakeDevConverges(t *testing.T) {
 		Dir:       dir,
 		FleetAddr: "127.0.0.1:0", FleetSourceAddr: "127.0.0.1:0", RegistryAddr: "127.0.0.1:0",
 		Collectors:        true,
+		RealNode:          wantRealNode(t),
 		ConvergeTimeout:   convergeTimeout,
 		ExitWhenConverged: true,
 		Out:               t.Output(), Err: t.Output(),
@@ -48,6 +51,9 @@ func TestMakeDevConverges(t *testing.T) {
 			g.Expect(s.kubeconfig).To(Equal(filepath.Join(dir, "kubeconfig")))
 			g.Expect(s.kubeconfig).To(BeAnExistingFile())
 			expectSamplePodsRunOnSimulatedNodes(ctx, t, s.env.Client)
+			if s.realNode != nil {
+				expectAPodRunsOnTheRealNode(ctx, t, s)
+			}
 			expectReapplyingSamplesIsANoOp(ctx, t, s)
 			expectEverySampleReportsReadyForItsGeneration(ctx, t, s.env.Client)
 			checked = true
@@ -55,6 +61,36 @@ func TestMakeDevConverges(t *testing.T) {
 	})
 	g.Expect(err).NotTo(HaveOccurred(), "every sample converges within the deadline")
 	g.Expect(checked).To(BeTrue(), "the converged stack was checked before it stopped")
+}
+
+// wantRealNode says whether `make dev` runs its real node here: where the machine can (realnode.Preflight), as
+// `make dev` does by default for root; under CI=true a machine that cannot fails the test, naming why.
+func wantRealNode(t *testing.T) bool {
+	err := realnode.Preflight()
+	if err != nil && os.Getenv("CI") == "true" {
+		t.Fatalf("make dev's real node: %v", err)
+	}
+	if err != nil {
+		t.Logf("make dev without its real node: %v", err)
+	}
+	return err == nil
+}
+
+// expectAPodRunsOnTheRealNode: the real node is Ready beside the simulated ones, and a pod of the image it has
+// imported runs there (not on a kwok node), passing its readiness probe, as the help text says.
+func expectAPodRunsOnTheRealNode(ctx context.Context, t *testing.T, s *devStack) {
+	g := NewWithT(t)
+	var node corev1.Node
+	g.Expect(s.env.Client.Get(ctx, client.ObjectKey{Name: s.realNode.Node.Name}, &node)).To(Succeed())
+	g.Expect(node.Annotations).NotTo(HaveKey(testenv.SimulatedNodeAnnotation))
+	g.Expect(s.help()).To(ContainSubstring(devstack.NetprobeRef))
+	pod := devstack.NetprobePod("default", "dev-real-node-probe", nil)
+	g.Eventually(func() error { return s.env.Client.Create(ctx, pod.DeepCopy()) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(s.env.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+		g.Expect(pod.Spec.NodeName).To(Equal(node.Name))
+		g.Expect(podReady(pod)).To(BeTrue(), "pod status: %+v", pod.Status)
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 }
 
 // With --exit-when-converged a run whose samples do not converge in time fails, naming each of them, and still

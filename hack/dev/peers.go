@@ -36,7 +36,11 @@ func collectorsHelp(d *devstack.Collectors) string {
 
 // help is what `make dev` prints once the samples converged: how to reach the control plane and every local peer.
 func (s *devStack) help() string {
-	return s.gitopsInfo + collectorsHelp(s.collectors) + fmt.Sprintf(`
+	realNode := ""
+	if s.realNode != nil {
+		realNode = s.realNode.Help()
+	}
+	return s.gitopsInfo + collectorsHelp(s.collectors) + realNode + fmt.Sprintf(`
 make dev: the operator is running with every controller and webhook (%d samples applied).
 
   export KUBECONFIG=%s

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/quartet-dev/quartet-operator/internal/manager"
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
 	"github.com/quartet-dev/quartet-operator/internal/testenv/devstack"
+	"github.com/quartet-dev/quartet-operator/internal/testenv/realnode"
 )
 
 // devStack is everything one `make dev` run started: the local peers (gNMIc collectors, Fleet API, attribute
@@ -18,6 +20,7 @@ type devStack struct {
 	collectors *devstack.Collectors
 	fleet      *devstack.Fleet
 	registry   *devRegistry
+	realNode   *devstack.RealNode
 	kubeconfig string
 	// applied is the number of sample objects applied from config/samples.
 	applied    int
@@ -51,8 +54,16 @@ func startStack(ctx context.Context, cfg devConfig) (s *devStack, err error) {
 	if err != nil {
 		return s, err
 	}
+	clusterOpts := &testenv.ClusterOptions{}
+	if cfg.RealNode {
+		// Fail before anything starts when the machine cannot run the node, naming every reason.
+		if err := realnode.Preflight(); err != nil {
+			return s, fmt.Errorf("%w (REAL_NODE=false runs without it)", err)
+		}
+		clusterOpts.APIServerFlags = realnode.APIServerFlags
+	}
 	if s.env, err = testenv.Start(testenv.Options{Controllers: testenv.AllControllers(), Logger: cfg.Logger,
-		Cluster: &testenv.ClusterOptions{},
+		Cluster: clusterOpts,
 		Manager: func(o *manager.Options) {
 			s.fleet.ManagerOptions(o)
 			s.registry.managerOptions(o)
@@ -66,6 +77,20 @@ func startStack(ctx context.Context, cfg devConfig) (s *devStack, err error) {
 			fmt.Fprintln(cfg.Err, "make dev: stopping:", err)
 		}
 	})
+
+	if cfg.RealNode {
+		fmt.Fprintln(cfg.Out, "make dev: starting the real node (containerd, runc, kubelet, kube-proxy, kube-router) …")
+		if s.realNode, err = devstack.StartRealNode(ctx, s.env); err != nil {
+			return s, err
+		}
+		// Before the control plane stops: the node deletes its pods through it.
+		s.stops = append(s.stops, func() {
+			if err := s.realNode.Stop(context.WithoutCancel(ctx)); err != nil {
+				fmt.Fprintln(cfg.Err, "make dev: stopping the real node:", err)
+			}
+		})
+		fmt.Fprintf(cfg.Out, "make dev: real node %s Ready (%s)\n", s.realNode.Node.Name, s.realNode.Took.Round(100*time.Millisecond))
+	}
 
 	// The sample Cluster's API is mutual TLS: the stand-ins serve the certificate the operator issues.
 	followCtx, stopFollowing := context.WithCancel(ctx)
