@@ -56,7 +56,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	fmt.Fprintf(os.Stderr, "realnode: images built offline in %s\n", time.Since(started).Round(time.Second))
-	env, err = testenv.Start(testenv.Options{Cluster: &testenv.ClusterOptions{Nodes: 1, APIServerFlags: realnode.APIServerFlags}})
+	env, err = testenv.Start(testenv.Options{Cluster: realnode.ClusterOptions(1)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
 		return 1
