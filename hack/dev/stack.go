@@ -60,7 +60,8 @@ func startStack(ctx context.Context, cfg devConfig) (s *devStack, err error) {
 		if err := realnode.Preflight(); err != nil {
 			return s, fmt.Errorf("%w (REAL_NODE=false runs without it)", err)
 		}
-		clusterOpts.APIServerFlags = realnode.APIServerFlags
+		// The API server advertises the node's bridge address, so its pods reach it through the kubernetes Service.
+		clusterOpts = realnode.ClusterOptions(0)
 	}
 	if s.env, err = testenv.Start(testenv.Options{Controllers: testenv.AllControllers(), Logger: cfg.Logger,
 		Cluster: clusterOpts,

@@ -32,7 +32,7 @@ type RealNode struct {
 }
 
 // StartRealNode builds the sandbox (pause) and netprobe images offline, starts a real node against env (a testenv
-// cluster started with realnode.APIServerFlags) with both imported, and waits until it is Ready. The deadline is
+// cluster started with realnode.ClusterOptions) with both imported, and waits until it is Ready. The deadline is
 // ctx's and the node's own (two minutes for Ready).
 func StartRealNode(ctx context.Context, env *testenv.Env) (*RealNode, error) {
 	if err := realnode.Preflight(); err != nil {
