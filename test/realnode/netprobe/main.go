@@ -1,5 +1,7 @@
 // Command netprobe is the test workload of the real-node suite, run as a pod from an image built offline: it
-// answers a readiness probe, reports the user it runs as and whether its root filesystem is writable, fetches
+// answers a readiness probe (HTTP GET /healthz, or gRPC health on the same ports, so it can stand in for a gRPC
+// server whose pods the kubelet probes with gRPC), reports the user it runs as and whether its root filesystem is
+// writable, fetches
 // a URL from inside its pod so the suite can test traffic between pods (NetworkPolicies apply to pods, not to the
 // node the test runs on), and calls the API server with its service-account credentials as an in-cluster client
 // does.
@@ -19,6 +21,10 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // fetchClient opens a new connection for every fetch: a kept-alive connection made before a NetworkPolicy existed
@@ -72,10 +78,24 @@ func main() {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 	})
 	mux.HandleFunc("/apiserver", apiServerHandler)
+	// gRPC health (every service SERVING) on every listener, beside the HTTP/1.1 handlers: the kubelet's gRPC
+	// probe speaks HTTP/2 without TLS (prior knowledge), which the servers accept.
+	grpcServer := grpc.NewServer()
+	healthpb.RegisterHealthServer(grpcServer, health.NewServer())
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+			grpcServer.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
 	var servers []*http.Server
 	errs := make(chan error, 8)
 	for _, addr := range strings.Split(*listen, ",") {
-		s := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		s := &http.Server{Addr: addr, Handler: handler, Protocols: &protocols, ReadHeaderTimeout: 5 * time.Second}
 		servers = append(servers, s)
 		go func() { errs <- s.ListenAndServe() }()
 	}
