@@ -2,8 +2,8 @@
 // answers a readiness probe (HTTP GET /healthz, or gRPC health on the same ports, so it can stand in for a gRPC
 // server whose pods the kubelet probes with gRPC), reports the user it runs as and whether its root filesystem is
 // writable, fetches a URL from inside its pod so the suite can test traffic between pods (NetworkPolicies apply to
-// pods, not to the node the test runs on), and calls the API server with its service-account credentials as an in-cluster client
-// does.
+// pods, not to the node the test runs on), and calls the API server with its service-account credentials as an
+// in-cluster client does.
 package main
 
 import (
