@@ -1,8 +1,9 @@
 // Package realnode runs a real Kubernetes node beside the simulated (kwok) ones of testenv's cluster: containerd and
 // runc run the pods, the CNI bridge gives them addresses in network namespaces on this machine only, kube-proxy
 // (nftables) routes Services and kube-router's firewall enforces NetworkPolicies; pods reach the API server through
-// the `kubernetes` Service, as in any cluster. The node is tainted, so only pods that tolerate Taint land there.
-// Stop tears everything down and checks the machine is as it was.
+// the `kubernetes` Service, as in any cluster, and resolve cluster names with CoreDNS listening on the node's
+// address. The node is tainted, so only pods that tolerate Taint land there. Stop tears everything down and checks
+// the machine is as it was.
 package realnode
 
 import (
@@ -74,6 +75,7 @@ type Node struct {
 	processes   []*testenv.Process // in start order
 	bridgeMade  bool
 	apiServer   *apiForwarder
+	dnsGranted  bool
 }
 
 // Start brings the node up against env (a testenv cluster started with ClusterOptions) and waits until it is Ready.
@@ -111,6 +113,9 @@ func Start(ctx context.Context, env *testenv.Env, opts Options) (n *Node, err er
 		return n, err
 	}
 	if n.apiServer, err = forwardAPIServer(n.IP, env.Config.Host); err != nil {
+		return n, err
+	}
+	if err := n.startDNS(ctx); err != nil {
 		return n, err
 	}
 	if err := n.startContainerd(ctx, opts.ImageArchives); err != nil {
@@ -324,7 +329,8 @@ func (n *Node) waitReady(ctx context.Context, timeout time.Duration) error {
 }
 
 // Stop deletes the node's pods (so the kubelet stops their sandboxes and the CNI plugin releases their addresses),
-// stops kube-router, kube-proxy, the kubelet and containerd, closes the API server's forwarder, kills any shim left, unmounts what is left under the
+// stops kube-router, kube-proxy, the kubelet, containerd and CoreDNS, closes the API server's forwarder, revokes
+// CoreDNS's role, kills any shim left, unmounts what is left under the
 // node's directory, restores the machine's settings, tables and sets, and reports anything that was left behind.
 func (n *Node) Stop(ctx context.Context) error {
 	var errs []error
@@ -338,6 +344,10 @@ func (n *Node) Stop(ctx context.Context) error {
 	if n.apiServer != nil {
 		errs = append(errs, n.apiServer.stop())
 		n.apiServer = nil
+	}
+	if n.dnsGranted {
+		errs = append(errs, n.revokeDNS(ctx))
+		n.dnsGranted = false
 	}
 
 	errs = append(errs, killShims(n.Dir), unmountUnder(n.Dir))

@@ -2,8 +2,8 @@
 // answers a readiness probe (HTTP GET /healthz, or gRPC health on the same ports, so it can stand in for a gRPC
 // server whose pods the kubelet probes with gRPC), reports the user it runs as and whether its root filesystem is
 // writable, fetches a URL from inside its pod so the suite can test traffic between pods (NetworkPolicies apply to
-// pods, not to the node the test runs on), and calls the API server with its service-account credentials as an
-// in-cluster client does.
+// pods, not to the node the test runs on), calls the API server with its service-account credentials as an
+// in-cluster client does, and resolves names with the pod's DNS configuration.
 package main
 
 import (
@@ -77,6 +77,7 @@ func main() {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 	})
 	mux.HandleFunc("/apiserver", apiServerHandler)
+	mux.HandleFunc("/resolve", resolveHandler)
 	// gRPC health (every service SERVING) on every listener, beside the HTTP/1.1 handlers: the kubelet's gRPC
 	// probe speaks HTTP/2 without TLS (prior knowledge), which the servers accept.
 	grpcServer := grpc.NewServer()
