@@ -23,13 +23,29 @@ var OperatorPodLabels = map[string]string{"control-plane": "controller-manager"}
 // port, TCP and otherwise, stays open to all as before (gNMI server, tunnel, prometheus outputs). NetworkPolicies
 // are additive, so an administrator grants more peers (a Prometheus scraping the API's /metrics) with a policy
 // of their own.
-func (r *ClusterReconciler) ensureAPINetworkPolicy(ctx context.Context, c *gnmicv1alpha1.Cluster, lbls map[string]string) error {
-	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: clusterResourceName(c) + "-api"}}
+func (r *ClusterReconciler) ensureAPINetworkPolicy(ctx context.Context, c *gnmicv1alpha1.Cluster) error {
+	want := CollectorAPINetworkPolicy(c, r.OperatorNamespace)
+	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: want.Namespace, Name: want.Name}}
 	return r.createOrUpdate(ctx, c, np, func() {
-		np.Labels = lbls
-		np.Spec = collectorAPIPolicy(c.RestPort(), lbls, r.OperatorNamespace)
+		np.Labels = want.Labels
+		np.Spec = want.Spec
 	})
 }
+
+// CollectorAPINetworkPolicy returns the NetworkPolicy gnmic-<cluster>-api the controller keeps for c (without
+// its owner reference), for an operator in operatorNamespace ("" when unknown). Exported, with
+// CollectorPodLabels, so test/realnode can prove by traffic the very policy the controller writes.
+func CollectorAPINetworkPolicy(c *gnmicv1alpha1.Cluster, operatorNamespace string) *networkingv1.NetworkPolicy {
+	lbls := podLabels(c)
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: clusterResourceName(c) + "-api", Labels: lbls},
+		Spec:       collectorAPIPolicy(c.RestPort(), lbls, operatorNamespace),
+	}
+}
+
+// CollectorPodLabels returns the labels of c's collector pods: the StatefulSet's pod template and selector, and
+// the selector of its Services and of its NetworkPolicy.
+func CollectorPodLabels(c *gnmicv1alpha1.Cluster) map[string]string { return podLabels(c) }
 
 // collectorAPIPolicy selects the collector pods and admits restPort only from pods labelled OperatorPodLabels in
 // operatorNamespace (any namespace when unknown: an operator running outside the cluster cannot be named, and

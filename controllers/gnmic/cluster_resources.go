@@ -170,7 +170,7 @@ func (r *ClusterReconciler) ensureResources(ctx context.Context, c *gnmicv1alpha
 		}
 	}
 
-	if err := r.ensureAPINetworkPolicy(ctx, c, lbls); err != nil {
+	if err := r.ensureAPINetworkPolicy(ctx, c); err != nil {
 		return nil, err
 	}
 

@@ -10,17 +10,11 @@ import (
 	"encoding/pem"
 	"math/big"
 	"path/filepath"
-	"sort"
-	"strings"
 	"testing"
 	"time"
 
-	"helm.sh/helm/v4/pkg/action"
-	"helm.sh/helm/v4/pkg/chart/common"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
-	releasev1 "helm.sh/helm/v4/pkg/release/v1"
-	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
@@ -56,48 +50,8 @@ func render(t *testing.T, vals map[string]any) ([]*unstructured.Unstructured, er
 // renderOn renders for a cluster serving apiVersions beside Kubernetes' own.
 func renderOn(t *testing.T, vals map[string]any, apiVersions ...string) ([]*unstructured.Unstructured, error) {
 	t.Helper()
-	install := action.NewInstall(action.NewConfiguration())
-	install.APIVersions = apiVersions
-	install.DryRunStrategy = action.DryRunClient
-	install.ReleaseName = releaseName
-	install.Namespace = releaseNamespace
-	install.Replace = true
-	kubeVersion, err := common.ParseKubeVersion("v" + testenv.KubernetesVersion)
-	if err != nil {
-		t.Fatal(err)
-	}
-	install.KubeVersion = kubeVersion
-	r, err := install.Run(loadChart(t), vals)
-	if err != nil {
-		return nil, err
-	}
-	return splitManifest(t, r.(*releasev1.Release).Manifest), nil
-}
-
-// splitManifest parses a release manifest, in Helm's install order.
-func splitManifest(t *testing.T, manifest string) []*unstructured.Unstructured {
-	t.Helper()
-	docs := releaseutil.SplitManifests(manifest)
-	keys := make([]string, 0, len(docs))
-	for k := range docs {
-		keys = append(keys, k)
-	}
-	sort.Sort(releaseutil.BySplitManifestsOrder(keys))
-	var objects []*unstructured.Unstructured
-	for _, k := range keys {
-		if strings.TrimSpace(docs[k]) == "" {
-			continue
-		}
-		obj := map[string]any{}
-		if err := yaml.Unmarshal([]byte(docs[k]), &obj); err != nil {
-			t.Fatalf("rendered document %s does not parse: %v\n%s", k, err, docs[k])
-		}
-		if len(obj) == 0 {
-			continue
-		}
-		objects = append(objects, &unstructured.Unstructured{Object: obj})
-	}
-	return objects
+	return helmchart.Template(chartDir(), helmchart.TemplateOptions{ReleaseName: releaseName, Namespace: releaseNamespace,
+		KubeVersion: "v" + testenv.KubernetesVersion, APIVersions: apiVersions}, vals)
 }
 
 // chartCRDs are the chart's crds/ files as objects.

@@ -2,8 +2,6 @@ package realnode
 
 import (
 	"context"
-	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -55,29 +53,19 @@ func TestTenantNetworkPolicyByTraffic(t *testing.T) {
 		// The operator's labels minus one: the rule selects by both.
 		"control-plane": "controller-manager"}))
 
-	reach := func(from, to *corev1.Pod) func() error {
-		return func() error {
-			status, body, err := fetchFrom(from, fmt.Sprintf("http://%s:8080/healthz", to.Status.PodIP))
-			if err != nil {
-				return err
-			}
-			if status != http.StatusOK {
-				return fmt.Errorf("%s/%s → %s/%s: %d %s", from.Namespace, from.Name, to.Namespace, to.Name, status, body)
-			}
-			return nil
-		}
-	}
+	// The agent's container port "http" is netprobe's.
+	const agentPort = 8080
 	for _, from := range []*corev1.Pod{neighbour, operator, gateway, prometheus, stranger} {
-		g.Eventually(reach(from, agent)).Should(Succeed(), "before the policy, from %s", from.Name)
+		g.Eventually(reach(from, agent, agentPort)).Should(Succeed(), "before the policy, from %s", from.Name)
 	}
-	g.Eventually(reach(agent, neighbour)).Should(Succeed(), "before the policy, the agent reaches its neighbour")
+	g.Eventually(reach(agent, neighbour, agentPort)).Should(Succeed(), "before the policy, the agent reaches its neighbour")
 
 	policy.Namespace = tenantNS
 	g.Expect(env.Client.Create(context.Background(), policy)).To(Succeed())
-	g.Eventually(reach(stranger, agent)).Should(HaveOccurred(), "a pod with only some of the operator's labels")
-	g.Eventually(reach(neighbour, agent)).Should(HaveOccurred(), "a pod of the tenant's own namespace")
-	g.Eventually(reach(agent, neighbour)).Should(HaveOccurred(), "egress from the agent to another pod")
+	g.Eventually(reach(stranger, agent, agentPort)).Should(HaveOccurred(), "a pod with only some of the operator's labels")
+	g.Eventually(reach(neighbour, agent, agentPort)).Should(HaveOccurred(), "a pod of the tenant's own namespace")
+	g.Eventually(reach(agent, neighbour, agentPort)).Should(HaveOccurred(), "egress from the agent to another pod")
 	for _, from := range []*corev1.Pod{operator, gateway, prometheus} {
-		g.Consistently(reach(from, agent), 2*time.Second, time.Second).Should(Succeed(), "from %s/%s", from.Namespace, from.Name)
+		g.Consistently(reach(from, agent, agentPort), 2*time.Second, time.Second).Should(Succeed(), "from %s/%s", from.Namespace, from.Name)
 	}
 }

@@ -3,7 +3,8 @@
 // server whose pods the kubelet probes with gRPC), reports the user it runs as and whether its root filesystem is
 // writable, fetches a URL from inside its pod so the suite can test traffic between pods (NetworkPolicies apply to
 // pods, not to the node the test runs on), calls the API server with its service-account credentials as an
-// in-cluster client does, and resolves names with the pod's DNS configuration.
+// in-cluster client does, and resolves names with the pod's DNS configuration. For UDP it echoes datagrams on the
+// --udp addresses, and /udp sends one from inside the pod and waits for the echo.
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -40,6 +42,7 @@ type Identity struct {
 
 func main() {
 	listen := flag.String("listen", ":8080", "comma-separated addresses to serve on")
+	udp := flag.String("udp", "", "comma-separated UDP addresses to echo datagrams on")
 	flag.Parse()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
@@ -78,6 +81,15 @@ func main() {
 	})
 	mux.HandleFunc("/apiserver", apiServerHandler)
 	mux.HandleFunc("/resolve", resolveHandler)
+	// /udp?addr=host:port sends a datagram from inside this pod: 200 with the echo, or 502 when none came back.
+	mux.HandleFunc("/udp", func(w http.ResponseWriter, r *http.Request) {
+		echo, err := udpRoundTrip(r.URL.Query().Get("addr"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		_, _ = w.Write(echo)
+	})
 	// gRPC health (every service SERVING) on every listener, beside the HTTP/1.1 handlers: the kubelet's gRPC
 	// probe speaks HTTP/2 without TLS (prior knowledge), which the servers accept.
 	grpcServer := grpc.NewServer()
@@ -94,6 +106,16 @@ func main() {
 	protocols.SetUnencryptedHTTP2(true)
 	var servers []*http.Server
 	errs := make(chan error, 8)
+	if *udp != "" {
+		for _, addr := range strings.Split(*udp, ",") {
+			conn, err := net.ListenPacket("udp", addr)
+			if err != nil {
+				log.Fatal(err)
+			}
+			// Closed with the process.
+			go echoUDP(conn)
+		}
+	}
 	for _, addr := range strings.Split(*listen, ",") {
 		s := &http.Server{Addr: addr, Handler: handler, Protocols: &protocols, ReadHeaderTimeout: 5 * time.Second}
 		servers = append(servers, s)
@@ -114,4 +136,38 @@ func main() {
 		_ = s.Shutdown(ctx)
 	}
 	fmt.Println("netprobe stopped")
+}
+
+// echoUDP sends every datagram back to its sender until conn is closed.
+func echoUDP(conn net.PacketConn) {
+	buf := make([]byte, 1500)
+	for {
+		n, from, err := conn.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		_, _ = conn.WriteTo(buf[:n], from)
+	}
+}
+
+// udpRoundTrip sends one datagram to addr from a new socket (a new source port, so no firewall state of an earlier
+// exchange applies) and returns the echo, or an error when none comes back within a second.
+func udpRoundTrip(addr string) ([]byte, error) {
+	conn, err := net.Dial("udp", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = conn.Close() }()
+	if err := conn.SetDeadline(time.Now().Add(time.Second)); err != nil {
+		return nil, err
+	}
+	if _, err := conn.Write([]byte("netprobe")); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 1500)
+	n, err := conn.Read(buf)
+	if err != nil {
+		return nil, fmt.Errorf("no echo from %s: %w", addr, err)
+	}
+	return buf[:n], nil
 }
