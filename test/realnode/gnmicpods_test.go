@@ -94,7 +94,7 @@ func readyCollectorPod(t *testing.T, c *gnmicv1alpha1.Cluster, i int, notUID kty
 	NewWithT(t).Eventually(func(g Gomega) {
 		g.Expect(env.Client.Get(context.Background(), key, pod)).To(Succeed())
 		g.Expect(pod.UID).NotTo(Equal(notUID), "the deleted pod")
-		g.Expect(pod.Spec.NodeName).To(Equal(node.Name), "scheduled on the real node")
+		g.Expect(pod.Spec.NodeName).To(Equal(node.Name), "scheduled on the real node; conditions: %+v", pod.Status.Conditions)
 		g.Expect(pod.Status.Conditions).To(ContainElement(And(
 			HaveField("Type", corev1.PodReady), HaveField("Status", corev1.ConditionTrue))), "pod status: %+v", pod.Status)
 	}).WithTimeout(3*time.Minute).Should(Succeed(), "collector pod %s", key)
