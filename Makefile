@@ -218,9 +218,10 @@ $(CERT_MANAGER_CRDS_DIR)/.done: $(CONTROLLER_GEN)
 
 # A real node beside the simulated ones (issue 34): containerd + runc run pods, the CNI bridge gives them addresses
 # inside network namespaces on this machine, the kubelet and kube-proxy (nftables) come from the same k8s.io/kubernetes
-# as the control plane, and kube-router's firewall enforces NetworkPolicies. Every binary is built from Go modules (one
-# wrapper module per project under hack/tools, so their dependency graphs stay apart) into the cache and linked as
-# bin/realnode/<name>; the Debian packages they need at build or run time are installed with apt-get when root.
+# as the control plane, kube-router's firewall enforces NetworkPolicies and CoreDNS serves cluster DNS. Every binary
+# is built from Go modules (one wrapper module per project under hack/tools, so their dependency graphs stay apart)
+# into the cache and linked as bin/realnode/<name>; the Debian packages they need at build or run time are installed
+# with apt-get when root.
 RUNC_VERSION := v1.5.3
 CONTAINERD_VERSION := v2.4.2
 CNI_PLUGINS_VERSION := v1.10.0
@@ -231,6 +232,11 @@ CONTAINERD_BINARIES := containerd containerd-shim-runc-v2 ctr
 CNI_PLUGINS_DIR := $(CACHE_DIR)/cni-plugins/$(CNI_PLUGINS_VERSION)
 CNI_PLUGINS := main/bridge main/loopback ipam/host-local meta/portmap
 KUBE_ROUTER := $(CACHE_DIR)/kube-router/$(KUBE_ROUTER_VERSION)/kube-router
+# CoreDNS, the node's cluster DNS: our own small main (hack/tools/coredns/main.go, only the plugins the node uses)
+# around CoreDNS's packages; the cache path carries a hash of that main and the module's sums, so editing either
+# builds it anew.
+COREDNS_VERSION := v1.15.0
+COREDNS := $(CACHE_DIR)/coredns/$(COREDNS_VERSION)-$(shell cat hack/tools/coredns/main.go hack/tools/coredns/go.mod hack/tools/coredns/go.sum 2>/dev/null | sha256sum | cut -c1-12)/coredns
 K8S_NODE_BINARIES := kubelet kube-proxy
 # libseccomp-dev and pkg-config build runc (cgo, seccomp); nftables, iptables (nft backend) and ipset are what
 # kube-proxy and kube-router program at run time; iproute2 makes the bridge and network namespaces.
@@ -248,13 +254,14 @@ realnode-deps: ## Install the Debian packages the real node needs (apt-get, when
 	fi
 
 .PHONY: realnode
-realnode: realnode-deps $(RUNC) $(addprefix $(CONTAINERD_DIR)/,$(CONTAINERD_BINARIES)) $(CNI_PLUGINS_DIR)/.done $(addprefix $(K8S_DIR)/,$(K8S_NODE_BINARIES)) $(KUBE_ROUTER) ## Build the real node (runc, containerd, CNI plugins, kubelet, kube-proxy, kube-router; cached) and link it as bin/realnode.
+realnode: realnode-deps $(RUNC) $(addprefix $(CONTAINERD_DIR)/,$(CONTAINERD_BINARIES)) $(CNI_PLUGINS_DIR)/.done $(addprefix $(K8S_DIR)/,$(K8S_NODE_BINARIES)) $(KUBE_ROUTER) $(COREDNS) ## Build the real node (runc, containerd, CNI plugins, kubelet, kube-proxy, kube-router, CoreDNS; cached) and link it as bin/realnode.
 	@mkdir -p $(REALNODE_LINKS)/cni
 	@ln -sfn $(RUNC) $(REALNODE_LINKS)/runc
 	@$(foreach b,$(CONTAINERD_BINARIES),ln -sfn $(CONTAINERD_DIR)/$(b) $(REALNODE_LINKS)/$(b) && ) true
 	@$(foreach b,$(K8S_NODE_BINARIES),ln -sfn $(K8S_DIR)/$(b) $(REALNODE_LINKS)/$(b) && ) true
 	@$(foreach p,$(CNI_PLUGINS),ln -sfn $(CNI_PLUGINS_DIR)/$(notdir $(p)) $(REALNODE_LINKS)/cni/$(notdir $(p)) && ) true
 	@ln -sfn $(KUBE_ROUTER) $(REALNODE_LINKS)/kube-router
+	@ln -sfn $(COREDNS) $(REALNODE_LINKS)/coredns
 
 # Each build writes a temporary name and renames it, so worktrees sharing the cache can build the same binary at once.
 $(RUNC): | realnode-deps
@@ -293,6 +300,16 @@ $(KUBE_ROUTER):
 	@echo "building kube-router $(KUBE_ROUTER_VERSION) from hack/tools/kube-router (cached in $(dir $@))"
 	cd hack/tools/kube-router && CGO_ENABLED=0 go build -trimpath -ldflags="-s" -o $@.tmp \
 		github.com/cloudnativelabs/kube-router/v2/cmd/kube-router && mv $@.tmp $@
+
+$(COREDNS):
+	@mkdir -p $(dir $@)
+	@echo "building CoreDNS $(COREDNS_VERSION) from hack/tools/coredns (cached in $(dir $@))"
+	cd hack/tools/coredns && CGO_ENABLED=0 go build -trimpath -ldflags="-s" -o $@.tmp . && mv $@.tmp $@
+
+.PHONY: coredns
+coredns: $(COREDNS) ## Build only the real node's CoreDNS (part of `make realnode`) and link it as bin/realnode/coredns.
+	@mkdir -p $(REALNODE_LINKS)
+	@ln -sfn $(COREDNS) $(REALNODE_LINKS)/coredns
 
 .PHONY: test-realnode
 # One package at a time: the containerd check and the suite both make and remove the node's cgroups and tables.

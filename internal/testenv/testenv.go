@@ -294,6 +294,16 @@ func (e *Env) AddAdminKubeconfig(user string) ([]byte, error) {
 	return u.KubeConfig()
 }
 
+// AddUserKubeconfig returns a kubeconfig for user in groups (none: only system:authenticated), who may do what RBAC
+// grants that name or those groups and nothing more.
+func (e *Env) AddUserKubeconfig(user string, groups ...string) ([]byte, error) {
+	u, err := e.env.AddUser(envtest.User{Name: user, Groups: groups}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return u.KubeConfig()
+}
+
 // InstallCRDs installs the CRDs at paths for the rest of the test and removes them when it ends, waiting (with a
 // deadline) until their groups are no longer served, so a later test of the package sees the plane as it started.
 // A test that needs a kind the plane leaves out on purpose (e.g. cert-manager's, for a dry run) uses it.

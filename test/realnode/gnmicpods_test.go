@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -26,21 +25,9 @@ import (
 
 	gnmicv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/controllers/gnmic"
-	"github.com/quartet-dev/quartet-operator/internal/devdial"
 	"github.com/quartet-dev/quartet-operator/internal/testenv/images"
 	"github.com/quartet-dev/quartet-operator/internal/testenv/realnode"
 )
-
-// podRoutes stands in for the cluster DNS until the real node serves one (branch podnet adds CoreDNS): the
-// manager (manager.Options.DevDialMap, see TestMain) and operatorClient dial each collector pod's DNS name to the
-// pod's IP, read from the API once the pod is Ready. FALLBACK: the connections, TLS and NetworkPolicy are real,
-// the name resolution is not; remove it (and routeToPod) once the cluster DNS answers.
-var podRoutes = &devdial.Map{}
-
-// routeToPod sends connections to collector pod i's DNS name to pod's IP (see podRoutes).
-func routeToPod(g Gomega, c *gnmicv1alpha1.Cluster, i int, pod *corev1.Pod) {
-	g.Expect(podRoutes.Add(c.CollectorPodAddress(i, "") + "=" + net.JoinHostPort(pod.Status.PodIP, fmt.Sprint(c.RestPort())))).To(Succeed())
-}
 
 // collectorFleet creates what a Pipeline selects in ns: a credentials Secret, TargetProfile "default", Subscription
 // "ifaces", a prometheus Output "prom" and n Targets labelled role=core. It returns the Targets' plan names
@@ -117,8 +104,7 @@ func operatorClient(g Gomega, c *gnmicv1alpha1.Cluster, withCertificate bool) *h
 		g.Expect(err).NotTo(HaveOccurred())
 		cfg.Certificates = []tls.Certificate{cert}
 	}
-	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true,
-		DialContext: podRoutes.DialContext}}
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true}}
 }
 
 // collectorTargets reads the targets collector pod i of c holds, through its API at the address the operator
@@ -192,9 +178,6 @@ func TestGNMIcCollectorPodsGetTheirPlansOverClusterDNS(t *testing.T) {
 		}})).To(Succeed())
 
 	pods := []*corev1.Pod{readyCollectorPod(t, c, 0, ""), readyCollectorPod(t, c, 1, "")}
-	for i, pod := range pods {
-		routeToPod(g, c, i, pod)
-	}
 	t.Logf("collector pods Ready on %s after %s", node.Name, time.Since(started).Round(time.Second))
 
 	var hc *http.Client
@@ -210,14 +193,13 @@ func TestGNMIcCollectorPodsGetTheirPlansOverClusterDNS(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("certificate required")))
 
 	// A deleted pod is recreated by the StatefulSet controller, empty, and gets its plan again.
-	deleted := time.Now()
+	deleted, oldIP := time.Now(), pods[0].Status.PodIP
 	g.Expect(env.Client.Delete(ctx, pods[0])).To(Succeed())
 	pods[0] = readyCollectorPod(t, c, 0, pods[0].UID)
-	routeToPod(g, c, 0, pods[0])
 	g.Eventually(func(g Gomega) { expectPlansDelivered(g, hc, c, names) }).WithTimeout(2*time.Minute).
 		Should(Succeed(), "the recreated pod gets its plan again")
-	t.Logf("recreated pod %s (%s) holds its plan %s after the delete", pods[0].Name, pods[0].Status.PodIP,
-		time.Since(deleted).Round(time.Second))
+	t.Logf("recreated pod %s (%s, was %s) holds its plan %s after the delete", pods[0].Name, pods[0].Status.PodIP,
+		oldIP, time.Since(deleted).Round(time.Second))
 
 	// NetworkPolicy gnmic-<cluster>-api: a pod in another namespace is refused at the API port; one with the
 	// operator's labels is let through (its plain HTTP request gets the TLS server's 400, proof it got there).

@@ -71,13 +71,11 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	env, err = testenv.Start(testenv.Options{Cluster: &testenv.ClusterOptions{Nodes: 1, APIServerFlags: realnode.APIServerFlags},
+	env, err = testenv.Start(testenv.Options{Cluster: realnode.ClusterOptions(1),
 		Controllers: gnmicControllers,
 		Manager: func(o *manager.Options) {
 			// Quick follow-up of collectors that restart (a deleted pod comes back empty).
 			o.GNMIcPollInterval, o.GNMIcReconnectBackoff = time.Second, 200*time.Millisecond
-			// FALLBACK until the real node serves cluster DNS: see podRoutes.
-			o.DevDialMap = podRoutes
 		}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)

@@ -100,12 +100,14 @@ authentication:
 authorization:
   mode: AlwaysAllow
 resolvConf: ""
-clusterDomain: cluster.local
+clusterDomain: %[7]s
+# Node-local DNS: CoreDNS listens on the node's own address (no kube-dns Service in front of it).
+clusterDNS: [%[2]s]
 nodeStatusUpdateFrequency: 5s
 serializeImagePulls: false
 registerWithTaints:
 - {key: %[6]q, value: "true", effect: NoSchedule}
-`, containerdSocket(dir), n.IP, port, healthzPort, dir+"/kubelet/client-ca.crt", Taint)
+`, containerdSocket(dir), n.IP, port, healthzPort, dir+"/kubelet/client-ca.crt", Taint, ClusterDomain)
 }
 
 // kubeProxyConfig routes Services with nftables; NodePorts only on the bridge address, conntrack left as the

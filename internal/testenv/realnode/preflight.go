@@ -22,7 +22,7 @@ func AssetsDir() string {
 
 // binaries are the files `make realnode` links into AssetsDir.
 var binaries = []string{
-	"runc", "containerd", "containerd-shim-runc-v2", "ctr", "kubelet", "kube-proxy", "kube-router",
+	"runc", "containerd", "containerd-shim-runc-v2", "ctr", "kubelet", "kube-proxy", "kube-router", "coredns",
 	"cni/bridge", "cni/loopback", "cni/host-local", "cni/portmap",
 }
 
