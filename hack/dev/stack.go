@@ -60,7 +60,7 @@ func startStack(ctx context.Context, cfg devConfig) (s *devStack, err error) {
 		if err := realnode.Preflight(); err != nil {
 			return s, fmt.Errorf("%w (REAL_NODE=false runs without it)", err)
 		}
-		clusterOpts.APIServerFlags = realnode.APIServerFlags
+		clusterOpts.AdvertiseAddress = realnode.GatewayIP // as realnode.ClusterOptions: pods reach the API server
 	}
 	if s.env, err = testenv.Start(testenv.Options{Controllers: testenv.AllControllers(), Logger: cfg.Logger,
 		Cluster: clusterOpts,

@@ -32,8 +32,8 @@ type RealNode struct {
 }
 
 // StartRealNode builds the sandbox (pause) and netprobe images offline, starts a real node against env (a testenv
-// cluster started with realnode.APIServerFlags) with both imported, and waits until it is Ready. The deadline is
-// ctx's and the node's own (two minutes for Ready).
+// cluster whose AdvertiseAddress is realnode.GatewayIP, as realnode.ClusterOptions sets) with both imported, and
+// waits until it is Ready. The deadline is ctx's and the node's own (two minutes for Ready).
 func StartRealNode(ctx context.Context, env *testenv.Env) (*RealNode, error) {
 	if err := realnode.Preflight(); err != nil {
 		return nil, err
