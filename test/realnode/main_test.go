@@ -7,6 +7,7 @@ package realnode
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -15,6 +16,9 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/onsi/gomega"
 
+	"github.com/quartet-dev/quartet-operator/controllers/gnmic"
+	"github.com/quartet-dev/quartet-operator/internal/devdial"
+	"github.com/quartet-dev/quartet-operator/internal/manager"
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
 	"github.com/quartet-dev/quartet-operator/internal/testenv/images"
 	"github.com/quartet-dev/quartet-operator/internal/testenv/realnode"
@@ -27,6 +31,12 @@ var (
 
 // netprobeRef is the test workload's image (./test/realnode/netprobe), built offline.
 const netprobeRef = "quartet.test/netprobe:v1"
+
+// gnmicControllers are the operator's controllers this package runs in-process: the gnmic collector pods run
+// for real on the node (gnmicpods_test.go), and the operator reaches them as it would in a cluster, by their
+// DNS names through the cluster DNS, with no dial map.
+var gnmicControllers = []string{gnmic.ClusterControllerName, gnmic.PipelineControllerName, gnmic.TargetControllerName,
+	gnmic.TargetProfileControllerName, gnmic.CollectorResourceControllerName}
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
@@ -56,7 +66,17 @@ func run(m *testing.M) int {
 		return 1
 	}
 	fmt.Fprintf(os.Stderr, "realnode: images built offline in %s\n", time.Since(started).Round(time.Second))
-	env, err = testenv.Start(testenv.Options{Cluster: realnode.ClusterOptions(1)})
+	// No connection may be rerouted: the collectors are reached by the names the operator builds.
+	if err := os.Unsetenv(devdial.EnvVar); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env, err = testenv.Start(testenv.Options{Cluster: realnode.ClusterOptions(1),
+		Controllers: gnmicControllers,
+		Manager: func(o *manager.Options) {
+			// Quick follow-up of collectors that restart (a deleted pod comes back empty).
+			o.GNMIcPollInterval, o.GNMIcReconnectBackoff = time.Second, 200*time.Millisecond
+		}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
 		return 1
@@ -73,6 +93,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	fmt.Fprintf(os.Stderr, "realnode: node %s Ready in %s\n", node.Name, time.Since(started).Round(time.Second))
+	useClusterDNS()
 	code := m.Run()
 	started = time.Now()
 	if err := node.Stop(context.Background()); err != nil {
@@ -85,18 +106,19 @@ func run(m *testing.M) int {
 	return code
 }
 
-// buildImages builds the pause and netprobe binaries and writes both images into one archive.
+// buildImages builds the pause, netprobe and gNMIc stand-in binaries and writes their images into one archive.
 func buildImages(ctx context.Context, dir string) (string, error) {
 	root := testenv.RepoRoot()
-	pause, probe := filepath.Join(dir, "pause"), filepath.Join(dir, "netprobe")
-	if err := images.GoBuild(ctx, root, "./internal/testenv/images/pause", pause); err != nil {
-		return "", err
-	}
-	if err := images.GoBuild(ctx, root, "./test/realnode/netprobe", probe); err != nil {
-		return "", err
+	pause, probe, standin := filepath.Join(dir, "pause"), filepath.Join(dir, "netprobe"), filepath.Join(dir, "gnmic")
+	for pkg, out := range map[string]string{"./internal/testenv/images/pause": pause, "./test/realnode/netprobe": probe,
+		"./test/gnmicserver/cmd/gnmic-standin": standin} {
+		if err := images.GoBuild(ctx, root, pkg, out); err != nil {
+			return "", err
+		}
 	}
 	imgs := map[string]v1.Image{}
-	for _, spec := range []images.Spec{images.PauseSpec(pause), images.StaticBinarySpec(netprobeRef, probe)} {
+	for _, spec := range []images.Spec{images.PauseSpec(pause), images.StaticBinarySpec(netprobeRef, probe),
+		images.GNMIcStandinSpec(images.GNMIcStandinRef, standin)} {
 		img, err := images.Build(spec)
 		if err != nil {
 			return "", err
@@ -105,4 +127,16 @@ func buildImages(ctx context.Context, dir string) (string, error) {
 	}
 	archive := filepath.Join(dir, "images.tar")
 	return archive, images.WriteArchive(archive, imgs)
+}
+
+// useClusterDNS makes this process resolve names as a pod on the node does: every lookup the Go resolver makes
+// (the operator's connections to its collectors included) goes to the cluster DNS server, so
+// <pod>.<service>.<namespace>.svc.cluster.local names resolve to pod addresses on the node's bridge. Names in
+// /etc/hosts (localhost) still resolve from there, and the API server is reached by IP.
+func useClusterDNS() {
+	server := net.JoinHostPort(realnode.GatewayIP, "53")
+	net.DefaultResolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, server)
+	}}
 }

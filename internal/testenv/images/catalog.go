@@ -111,3 +111,23 @@ func OperatorSpec(ref string, binaries map[string]string) Spec {
 		Labels:     OperatorImage.Labels,
 	}
 }
+
+// GNMIcStandinRef tags the offline image of the gNMIc collector stand-in (./test/gnmicserver/cmd/gnmic-standin).
+// The tag is the gNMIc version the stand-in decodes as (gnmicserver.DefaultVersion): the operator reads a Cluster's
+// collector version from its image tag and plans for it.
+const GNMIcStandinRef = "quartet.test/gnmic-standin:0.47.0"
+
+// GNMIcStandinSpec is the collector stand-in's image, shaped like gNMIc's release image where the operator's pod
+// template relies on it: the binary at /app/gnmic as the entrypoint (the template sets only Args, `--config
+// /etc/gnmic/config.yaml collector`), the config and data directories (plan.OutputDataDir) as mount points. It runs
+// as the non-root user, which the template asks for anyway (runAsNonRoot, UID 65532).
+func GNMIcStandinSpec(ref, binary string) Spec {
+	return Spec{
+		Ref:        ref,
+		Files:      append(distrolessFiles(), File{Path: "/app/gnmic", Source: binary, Mode: 0o755}),
+		Entrypoint: []string{"/app/gnmic"},
+		Cmd:        []string{"help"},
+		User:       NonRootUser,
+		Dirs:       []string{"/etc/gnmic", "/var/lib/gnmic"},
+	}
+}
