@@ -47,6 +47,9 @@ type Options struct {
 	// WithoutOperator leaves the operator's own CRDs and webhook configurations out (third-party CRDs stay), for a
 	// test where an installer such as OLM creates them. Controllers must then be empty.
 	WithoutOperator bool
+	// WithoutWebhooks keeps the operator's CRDs but leaves its webhook configurations out, for a plane where an
+	// installer (OLM) creates them for a manager that runs as a pod. Controllers must then be empty.
+	WithoutWebhooks bool
 	// ExtraCRDPaths are more CRD files or directories to install (e.g. OLM's).
 	ExtraCRDPaths []string
 	// WithoutMonitoringCRDs leaves the Prometheus Operator's CRDs out, as on a cluster without it.
@@ -96,6 +99,12 @@ func Start(opts Options) (*Env, error) {
 	root := RepoRoot()
 	crds := append(append([]string{filepath.Join(root, "config", "crd", "bases")}, thirdParty...), opts.ExtraCRDPaths...)
 	webhooks := envtest.WebhookInstallOptions{Paths: []string{filepath.Join(root, "config", "webhook", "manifests.yaml")}}
+	if opts.WithoutWebhooks {
+		if len(opts.Controllers) > 0 {
+			return nil, errors.New("testenv: WithoutWebhooks runs no controllers")
+		}
+		webhooks = envtest.WebhookInstallOptions{}
+	}
 	if opts.WithoutOperator {
 		if len(opts.Controllers) > 0 {
 			return nil, errors.New("testenv: WithoutOperator runs no controllers")

@@ -1,7 +1,8 @@
 // Package realnode runs pods for real: a kubelet with containerd, runc and the CNI bridge beside the simulated nodes
 // of the cluster-grade control plane, pods from images built offline, Services routed by kube-proxy (nftables) and
-// NetworkPolicies enforced by kube-router's firewall. It needs root and the binaries of `make realnode`; without
-// them it is skipped, and under CI=true it fails saying what is missing.
+// NetworkPolicies enforced by kube-router's firewall; OLM installs the operator's bundle and its Deployment runs
+// the operator image there. It needs root and the binaries of `make realnode` (and `make olm`, opm); without the
+// node's it is skipped, and under CI=true it fails saying what is missing.
 package realnode
 
 import (
@@ -56,7 +57,10 @@ func run(m *testing.M) int {
 		return 1
 	}
 	fmt.Fprintf(os.Stderr, "realnode: images built offline in %s\n", time.Since(started).Round(time.Second))
-	env, err = testenv.Start(testenv.Options{Cluster: &testenv.ClusterOptions{Nodes: 1, APIServerFlags: realnode.APIServerFlags}})
+	// No manager runs in this process: the operator's webhooks are the ones OLM installs for its pod
+	// (olm_test.go), so envtest's configurations, which would call this process, are left out.
+	env, err = testenv.Start(testenv.Options{WithoutWebhooks: true,
+		Cluster: &testenv.ClusterOptions{Nodes: 1, APIServerFlags: realnode.APIServerFlags}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
 		return 1

@@ -103,6 +103,10 @@ func Start(ctx context.Context, env *testenv.Env, opts Options) (n *Node, err er
 	if err := n.setUpNetwork(ctx); err != nil {
 		return n, err
 	}
+	// The API server's webhook and service-proxy connections reach the node's pods as in a real cluster.
+	if err := env.Cluster.Router.PassThrough(PodSubnet); err != nil {
+		return n, err
+	}
 	if err := n.startContainerd(ctx, opts.ImageArchives); err != nil {
 		return n, err
 	}
@@ -177,10 +181,8 @@ func (n *Node) startContainerd(ctx context.Context, archives []string) error {
 	}); err != nil {
 		return fmt.Errorf("containerd did not answer within a minute: %w", errors.Join(err, last))
 	}
-	for _, archive := range archives {
-		if _, err := n.ctr(ctx, "images", "import", archive); err != nil {
-			return err
-		}
+	if err := n.ImportImages(ctx, archives...); err != nil {
+		return err
 	}
 	out, err := n.ctr(ctx, "images", "list", "-q")
 	if err != nil {
@@ -188,6 +190,17 @@ func (n *Node) startContainerd(ctx context.Context, archives []string) error {
 	}
 	if !slices.Contains(strings.Fields(out), images.PauseRef) {
 		return fmt.Errorf("the sandbox image %s is not among the imported images (%s)", images.PauseRef, strings.Join(strings.Fields(out), ", "))
+	}
+	return nil
+}
+
+// ImportImages loads docker-archive tarballs (images.WriteArchive) into the running node's containerd, for images
+// built after the node started; a pod whose image is there starts without a pull.
+func (n *Node) ImportImages(ctx context.Context, archives ...string) error {
+	for _, archive := range archives {
+		if _, err := n.ctr(ctx, "images", "import", archive); err != nil {
+			return err
+		}
 	}
 	return nil
 }
