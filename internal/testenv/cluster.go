@@ -37,9 +37,14 @@ type ClusterOptions struct {
 	// AuditPolicy, when set, is an audit.k8s.io/v1 Policy (YAML) the API server applies, writing JSON lines to
 	// Cluster.AuditLogPath.
 	AuditPolicy string
-	// APIServerFlags are more kube-apiserver flags (name without dashes → value), e.g. the real node's
-	// endpoint-reconciler-type=none: the API server advertises a loopback address pods cannot reach.
+	// APIServerFlags are more kube-apiserver flags (name without dashes → value).
 	APIServerFlags map[string]string
+	// AdvertiseAddress, when set, is the address pods reach the API server at (a real node's bridge address, where
+	// the node forwards connections to the API server's loopback port). The API server advertises it, so its
+	// endpoint reconciler publishes it as the `kubernetes` Service's endpoint, and its serving certificate names
+	// it, the Service's ClusterIP (KubernetesServiceIP) and InClusterAPIServerNames beside localhost and 127.0.0.1.
+	// The API server still listens on 127.0.0.1 only.
+	AdvertiseAddress string
 }
 
 // Simulated-cluster facts tests can rely on.
@@ -120,11 +125,36 @@ func prepareCluster(env *envtest.Environment, opts ClusterOptions) (*Cluster, er
 	args.Set("requestheader-extra-headers-prefix", "X-Remote-Extra-")
 	args.Set("proxy-client-cert-file", proxy.ClientCert)
 	args.Set("proxy-client-key-file", proxy.ClientKey)
+	if opts.AdvertiseAddress != "" {
+		if err := servePods(env, dir, opts.AdvertiseAddress); err != nil {
+			return nil, errors.Join(err, c.cleanup())
+		}
+	}
 	for flag, value := range opts.APIServerFlags {
 		args.Set(flag, value)
 	}
 	return c, nil
 }
+
+// servePods makes the API server reachable from pods at advertise: its certificate directory is filled before it
+// starts (envtest then generates nothing), the CA that signed the serving certificate becomes the clients' and the
+// controller-manager's root CA, and the API server advertises the address with the lease endpoint reconciler.
+func servePods(env *envtest.Environment, dir, advertise string) error {
+	apiServer := env.ControlPlane.GetAPIServer()
+	apiServer.CertDir = filepath.Join(dir, "apiserver-pki")
+	pki, err := writeAPIServerPKI(apiServer.CertDir, advertise)
+	if err != nil {
+		return fmt.Errorf("writing the API server's certificates: %w", err)
+	}
+	apiServer.CA = pki.CA
+	args := apiServer.Configure()
+	args.Set("advertise-address", advertise)
+	args.Set("endpoint-reconciler-type", "lease")
+	return nil
+}
+
+// AdvertiseAddress is where pods reach the API server (ClusterOptions.AdvertiseAddress), empty when they cannot.
+func (c *Cluster) AdvertiseAddress() string { return c.opts.AdvertiseAddress }
 
 // admissionConfig makes "restricted" the Pod Security level of every namespace that does not choose one
 // (kube-system excepted, as on managed clusters).

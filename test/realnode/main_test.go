@@ -59,8 +59,7 @@ func run(m *testing.M) int {
 	fmt.Fprintf(os.Stderr, "realnode: images built offline in %s\n", time.Since(started).Round(time.Second))
 	// No manager runs in this process: the operator's webhooks are the ones OLM installs for its pod
 	// (olm_test.go), so envtest's configurations, which would call this process, are left out.
-	env, err = testenv.Start(testenv.Options{WithoutWebhooks: true,
-		Cluster: &testenv.ClusterOptions{Nodes: 1, APIServerFlags: realnode.APIServerFlags}})
+	env, err = testenv.Start(testenv.Options{WithoutWebhooks: true, Cluster: realnode.ClusterOptions(1)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
 		return 1

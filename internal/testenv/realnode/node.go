@@ -1,7 +1,8 @@
 // Package realnode runs a real Kubernetes node beside the simulated (kwok) ones of testenv's cluster: containerd and
 // runc run the pods, the CNI bridge gives them addresses in network namespaces on this machine only, kube-proxy
-// (nftables) routes Services and kube-router's firewall enforces NetworkPolicies. The node is tainted, so only pods
-// that tolerate Taint land there. Stop tears everything down and checks the machine is as it was.
+// (nftables) routes Services and kube-router's firewall enforces NetworkPolicies; pods reach the API server through
+// the `kubernetes` Service, as in any cluster. The node is tainted, so only pods that tolerate Taint land there.
+// Stop tears everything down and checks the machine is as it was.
 package realnode
 
 import (
@@ -41,10 +42,12 @@ const (
 	containmentTable = "quartet-realnode"
 )
 
-// APIServerFlags are the kube-apiserver flags a cluster with a real node needs (testenv.ClusterOptions
-// .APIServerFlags): the API server advertises a loopback address, which no pod can reach, so it must not publish
-// it as the kubernetes Service's endpoint.
-var APIServerFlags = map[string]string{"endpoint-reconciler-type": "none"}
+// ClusterOptions are the testenv cluster options a real node needs, with Nodes simulated nodes beside it: the API
+// server advertises GatewayIP, where Start forwards to its loopback port, so pods reach it through the
+// `kubernetes` Service and verify its certificate with their service-account token's ca.crt.
+func ClusterOptions(nodes int) *testenv.ClusterOptions {
+	return &testenv.ClusterOptions{Nodes: nodes, AdvertiseAddress: GatewayIP}
+}
 
 // Options configure the node.
 type Options struct {
@@ -70,13 +73,17 @@ type Node struct {
 	host        *hostState
 	processes   []*testenv.Process // in start order
 	bridgeMade  bool
+	apiServer   *apiForwarder
 }
 
-// Start brings the node up against env (a testenv cluster started with APIServerFlags) and waits until it is Ready.
+// Start brings the node up against env (a testenv cluster started with ClusterOptions) and waits until it is Ready.
 // On failure everything it set up is torn down again.
 func Start(ctx context.Context, env *testenv.Env, opts Options) (n *Node, err error) {
 	if env.Cluster == nil {
 		return nil, errors.New("realnode: the control plane must be a testenv cluster (Options.Cluster)")
+	}
+	if got := env.Cluster.AdvertiseAddress(); got != GatewayIP {
+		return nil, fmt.Errorf("realnode: the cluster's API server advertises %q, not the node's %s (start it with realnode.ClusterOptions)", got, GatewayIP)
 	}
 	if err := Preflight(); err != nil {
 		return nil, err
@@ -105,6 +112,9 @@ func Start(ctx context.Context, env *testenv.Env, opts Options) (n *Node, err er
 	}
 	// The API server's webhook and service-proxy connections reach the node's pods as in a real cluster.
 	if err := env.Cluster.Router.PassThrough(PodSubnet); err != nil {
+		return n, err
+	}
+	if n.apiServer, err = forwardAPIServer(n.IP, env.Config.Host); err != nil {
 		return n, err
 	}
 	if err := n.startContainerd(ctx, opts.ImageArchives); err != nil {
@@ -327,7 +337,7 @@ func (n *Node) waitReady(ctx context.Context, timeout time.Duration) error {
 }
 
 // Stop deletes the node's pods (so the kubelet stops their sandboxes and the CNI plugin releases their addresses),
-// stops kube-router, kube-proxy, the kubelet and containerd, kills any shim left, unmounts what is left under the
+// stops kube-router, kube-proxy, the kubelet and containerd, closes the API server's forwarder, kills any shim left, unmounts what is left under the
 // node's directory, restores the machine's settings, tables and sets, and reports anything that was left behind.
 func (n *Node) Stop(ctx context.Context) error {
 	var errs []error
@@ -338,6 +348,11 @@ func (n *Node) Stop(ctx context.Context) error {
 		errs = append(errs, n.processes[i].Stop())
 	}
 	n.processes = nil
+	if n.apiServer != nil {
+		errs = append(errs, n.apiServer.stop())
+		n.apiServer = nil
+	}
+
 	errs = append(errs, killShims(n.Dir), unmountUnder(n.Dir))
 	if n.bridgeMade {
 		if _, err := run(ctx, "ip", "link", "delete", BridgeName); err != nil {

@@ -1,7 +1,8 @@
 // Command netprobe is the test workload of the real-node suite, run as a pod from an image built offline: it
-// answers a readiness probe, reports the user it runs as and whether its root filesystem is writable, and fetches
+// answers a readiness probe, reports the user it runs as and whether its root filesystem is writable, fetches
 // a URL from inside its pod so the suite can test traffic between pods (NetworkPolicies apply to pods, not to the
-// node the test runs on).
+// node the test runs on), and calls the API server with its service-account credentials as an in-cluster client
+// does.
 package main
 
 import (
@@ -70,6 +71,7 @@ func main() {
 		}
 		http.Error(w, err.Error(), http.StatusBadGateway)
 	})
+	mux.HandleFunc("/apiserver", apiServerHandler)
 	var servers []*http.Server
 	errs := make(chan error, 8)
 	for _, addr := range strings.Split(*listen, ",") {
