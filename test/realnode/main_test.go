@@ -18,12 +18,15 @@ import (
 
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
 	"github.com/quartet-dev/quartet-operator/internal/testenv/images"
+	"github.com/quartet-dev/quartet-operator/internal/testenv/olminstall"
 	"github.com/quartet-dev/quartet-operator/internal/testenv/realnode"
 )
 
 var (
 	env  *testenv.Env
 	node *realnode.Node
+	// olmDir holds OLM's binaries and CRDs (`make olm`).
+	olmDir string
 )
 
 // netprobeRef is the test workload's image (./test/realnode/netprobe), built offline.
@@ -39,6 +42,12 @@ func run(m *testing.M) int {
 		}
 		fmt.Fprintln(os.Stderr, "realnode: skipped:", err)
 		return 0
+	}
+	// OLM installs the operator here (olm_test.go); a missing OLM build fails the package, as it does test/olm.
+	var err error
+	if olmDir, err = olminstall.Binaries(); err != nil {
+		fmt.Fprintln(os.Stderr, "realnode:", err)
+		return 1
 	}
 	gomega.SetDefaultEventuallyTimeout(90 * time.Second)
 	gomega.SetDefaultEventuallyPollingInterval(250 * time.Millisecond)
@@ -58,8 +67,10 @@ func run(m *testing.M) int {
 	}
 	fmt.Fprintf(os.Stderr, "realnode: images built offline in %s\n", time.Since(started).Round(time.Second))
 	// No manager runs in this process: the operator's webhooks are the ones OLM installs for its pod
-	// (olm_test.go), so envtest's configurations, which would call this process, are left out.
-	env, err = testenv.Start(testenv.Options{WithoutWebhooks: true, Cluster: realnode.ClusterOptions(1)})
+	// (olm_test.go), so envtest's configurations, which would call this process, are left out. OLM's CRDs are
+	// there from the start: removed at a test's end, they would wait for finalizers only OLM removes.
+	env, err = testenv.Start(testenv.Options{WithoutWebhooks: true, ExtraCRDPaths: []string{olminstall.CRDs(olmDir)},
+		Cluster: realnode.ClusterOptions(1)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
 		return 1

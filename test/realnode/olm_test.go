@@ -32,13 +32,10 @@ import (
 func TestOperatorPodInstalledByOLMRunsOnTheRealNode(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	olmDir, err := olminstall.Binaries()
-	g.Expect(err).NotTo(HaveOccurred())
 	opm, err := olminstall.OPM()
 	g.Expect(err).NotTo(HaveOccurred())
 	olmClient, err := olminstall.NewClient(env.Config)
 	g.Expect(err).NotTo(HaveOccurred())
-	env.InstallCRDs(t, olminstall.CRDs(olmDir))
 
 	catalog, err := olminstall.RenderOfflineCatalog(opm, t.TempDir())
 	g.Expect(err).NotTo(HaveOccurred())
