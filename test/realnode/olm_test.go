@@ -64,6 +64,23 @@ func TestOperatorPodInstalledByOLMRunsOnTheRealNode(t *testing.T) {
 	// Still the same container: the liveness probe never failed while the webhooks and the reconciler worked.
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
 	g.Expect(pod.Status.ContainerStatuses).To(ConsistOf(And(HaveField("Ready", true), HaveField("RestartCount", BeZero()))))
+	// The manager's log, as the kubelet serves it through the API server (what a failure prints).
+	log, err := podLog(ctx, pod, false)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(log).To(ContainSubstring("Starting workers"))
+}
+
+// podLog is the manager container's log (its previous run's with previous), read through pods/log: the API
+// server fetches it from the kubelet.
+func podLog(ctx context.Context, pod *corev1.Pod, previous bool) (string, error) {
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	data, err := cs.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "manager", Previous: previous}).DoRaw(ctx)
+	return string(data), err
 }
 
 // operatorImageRefs are the image references of the bundle's CSV that name the operator image: the manager
@@ -141,24 +158,19 @@ func operatorPodReady(t *testing.T) *corev1.Pod {
 
 // printOperatorLogs prints the operator pod's status and its manager container's log, as the kubelet serves it.
 func printOperatorLogs(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cs, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Logf("operator pod logs: %v", err)
-		return
-	}
-	pods, err := cs.CoreV1().Pods(olminstall.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "control-plane=controller-manager"})
-	if err != nil {
+	ctx := context.Background()
+	pods := &corev1.PodList{}
+	if err := env.Client.List(ctx, pods, client.InNamespace(olminstall.Namespace), client.MatchingLabels{"control-plane": "controller-manager"}); err != nil {
 		t.Logf("operator pods: %v", err)
 		return
 	}
-	for _, p := range pods.Items {
+	for i := range pods.Items {
+		p := &pods.Items[i]
 		t.Logf("operator pod %s on %q: phase %s, conditions %+v, containers %+v", p.Name, p.Spec.NodeName, p.Status.Phase,
 			p.Status.Conditions, p.Status.ContainerStatuses)
 		for _, previous := range []bool{true, false} {
-			logs, err := cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: "manager", Previous: previous}).DoRaw(ctx)
-			t.Logf("--- log of %s (previous=%t, err=%v):\n%s", p.Name, previous, err, logs)
+			log, err := podLog(ctx, p, previous)
+			t.Logf("--- log of %s (previous=%t, err=%v):\n%s", p.Name, previous, err, log)
 		}
 	}
 }

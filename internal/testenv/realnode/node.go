@@ -46,7 +46,10 @@ const (
 // server advertises GatewayIP, where Start forwards to its loopback port, so pods reach it through the
 // `kubernetes` Service and verify its certificate with their service-account token's ca.crt.
 func ClusterOptions(nodes int) *testenv.ClusterOptions {
-	return &testenv.ClusterOptions{Nodes: nodes, AdvertiseAddress: GatewayIP}
+	// The API server reaches the kubelet (pods/log, exec) at the node's InternalIP, on the bridge, rather than by
+	// its host name, which resolves nowhere.
+	return &testenv.ClusterOptions{Nodes: nodes, AdvertiseAddress: GatewayIP,
+		APIServerFlags: map[string]string{"kubelet-preferred-address-types": "InternalIP"}}
 }
 
 // Options configure the node.
@@ -248,7 +251,13 @@ func (n *Node) startNodeAgents() error {
 	if err != nil {
 		return err
 	}
-	if _, err := n.write("kubelet/client-ca.crt", string(n.env.Config.CAData)); err != nil {
+	// The kubelet trusts the clients of the control plane's CA and the API server's own client certificate for
+	// kubelets (pods/log, exec, port-forward).
+	apiServerClientCA, err := os.ReadFile(n.env.Cluster.KubeletClientCA())
+	if err != nil {
+		return err
+	}
+	if _, err := n.write("kubelet/client-ca.crt", string(n.env.Config.CAData)+"\n"+string(apiServerClientCA)); err != nil {
 		return err
 	}
 	kubeletCfg, err := n.write("kubelet/config.yaml", kubeletConfig(n.Dir, n, ports[0], ports[1]))
