@@ -52,6 +52,12 @@ func TestOperatorPodInstalledByOLMRunsOnTheRealNode(t *testing.T) {
 	ops := olminstall.StartOperators(t, env, olmDir)
 	sub := tolerantSubscription()
 	t.Cleanup(func() { uninstall(t, olmClient, catalog.BundleName) })
+	// Whatever step fails (the CSV waits for the pod too), print the pod's status and log before the uninstall.
+	t.Cleanup(func() {
+		if t.Failed() {
+			printOperatorLogs(t)
+		}
+	})
 	started = time.Now()
 	csv := olminstall.Subscribe(t, olmClient, ops, catalogAddr, catalog.BundleName, sub)
 	t.Logf("CSV %s Succeeded %s after subscribing", csv.Name, time.Since(started).Round(time.Second))
@@ -122,17 +128,12 @@ func tolerantSubscription() *operatorsv1alpha1.Subscription {
 }
 
 // operatorPodReady waits until the operator's Deployment has its pod Running and Ready on the real node, as the
-// CSV locks it down; on failure it prints the pod's status and its container's log (pods/log, from the kubelet).
+// CSV locks it down.
 func operatorPodReady(t *testing.T) *corev1.Pod {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
 	var pod *corev1.Pod
-	t.Cleanup(func() {
-		if t.Failed() {
-			printOperatorLogs(t)
-		}
-	})
 	g.Eventually(func(g Gomega) {
 		pods := &corev1.PodList{}
 		g.Expect(env.Client.List(ctx, pods, client.InNamespace(olminstall.Namespace),
