@@ -313,7 +313,7 @@ coredns: $(COREDNS) ## Build only the real node's CoreDNS (part of `make realnod
 
 .PHONY: test-realnode
 # One package at a time: the containerd check and the suite both make and remove the node's cgroups and tables.
-test-realnode: envtest realnode ## Run only the real-node suite (root; `make test` runs it too): images built offline, pods on a real kubelet.
+test-realnode: envtest realnode olm $(OPM) ## Run only the real-node suite (root; `make test` runs it too): images built offline, pods on a real kubelet, the operator installed by OLM as a pod.
 	REALNODE_ASSETS=$(REALNODE_LINKS) go test -p 1 ./internal/testenv/images/... $(REALNODE_PACKAGES) -count=1 -timeout 20m -v
 
 .PHONY: dev

@@ -97,6 +97,10 @@ func prepareCluster(env *envtest.Environment, opts ClusterOptions) (*Cluster, er
 	if err != nil {
 		return nil, errors.Join(err, c.cleanup())
 	}
+	kubeletClient, err := writeKubeletClientPKI(dir)
+	if err != nil {
+		return nil, errors.Join(err, c.cleanup())
+	}
 	admission := filepath.Join(dir, "admission.yaml")
 	if err := os.WriteFile(admission, []byte(admissionConfig), 0o600); err != nil {
 		return nil, errors.Join(err, c.cleanup())
@@ -125,6 +129,9 @@ func prepareCluster(env *envtest.Environment, opts ClusterOptions) (*Cluster, er
 	args.Set("requestheader-extra-headers-prefix", "X-Remote-Extra-")
 	args.Set("proxy-client-cert-file", proxy.ClientCert)
 	args.Set("proxy-client-key-file", proxy.ClientKey)
+	// A real kubelet (internal/testenv/realnode) trusts KubeletClientCA: pods/log, exec and port-forward work.
+	args.Set("kubelet-client-certificate", kubeletClient.ClientCert)
+	args.Set("kubelet-client-key", kubeletClient.ClientKey)
 	if opts.AdvertiseAddress != "" {
 		if err := servePods(env, dir, opts.AdvertiseAddress); err != nil {
 			return nil, errors.Join(err, c.cleanup())
@@ -344,6 +351,10 @@ func nodeSchedulable(n *corev1.Node) bool {
 
 // LogDir is where the controller-manager's, scheduler's and kwok's logs are written.
 func (c *Cluster) LogDir() string { return c.dir }
+
+// KubeletClientCA is the CA file that signed the API server's client certificate for kubelets: a real kubelet
+// adds it to its client CAs so the API server's pods/log, exec and port-forward requests authenticate.
+func (c *Cluster) KubeletClientCA() string { return filepath.Join(c.dir, "kubelet-client-ca.crt") }
 
 // AuditLogPath is where the API server writes its audit log when ClusterOptions.AuditPolicy is set.
 func (c *Cluster) AuditLogPath() string { return filepath.Join(c.dir, "audit.log") }

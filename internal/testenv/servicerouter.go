@@ -33,7 +33,8 @@ func (s ServicePort) String() string { return fmt.Sprintf("%s.%s.svc:%d", s.Name
 // service proxy, the ready endpoint of a simulated pod it picked) to the local listener a test registered with
 // Route. EndpointSlices cannot hold loopback addresses, so this is the one place
 // where a Service of the simulated cluster meets a local process. Loopback destinations (envtest's URL-configured
-// webhooks) pass through unchanged; anything else is refused with 502 naming the destination.
+// webhooks) pass through unchanged, and so do Services whose pods run for real on a network registered with
+// PassThrough (a real node's bridge); anything else is refused with 502 naming the destination.
 type ServiceRouter struct {
 	ln     net.Listener
 	server *http.Server
@@ -42,8 +43,12 @@ type ServiceRouter struct {
 	routes map[ServicePort]string
 	// byIP maps a ClusterIP:port, or a ready endpoint's address:port, to the Service ports behind it (several
 	// Services may select the same pod port); filled on demand.
-	byIP   map[string][]ServicePort
-	reader client.Reader
+	byIP map[string][]ServicePort
+	// readyEndpoints maps a Service port to the addresses of its ready endpoints; filled with byIP.
+	readyEndpoints map[ServicePort][]net.IP
+	// passThrough are the networks where pods run for real (PassThrough).
+	passThrough []*net.IPNet
+	reader      client.Reader
 }
 
 // startServiceRouter listens on a Unix socket in dir: kube-apiserver's HTTP CONNECT egress over TCP insists on
@@ -71,6 +76,31 @@ func (r *ServiceRouter) Unroute(svc ServicePort) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.routes, svc)
+}
+
+// PassThrough lets the API server's connections reach pods on network (a CIDR, e.g. a real node's pod bridge) as
+// they would in a real cluster: a Service port with no local route whose ready endpoints are there is dialled at
+// the address the API server chose (its ClusterIP, which the node's kube-proxy translates; or the endpoint
+// itself, for the service proxy).
+func (r *ServiceRouter) PassThrough(network string) error {
+	_, n, err := net.ParseCIDR(network)
+	if err != nil {
+		return fmt.Errorf("service router: %w", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.passThrough = append(r.passThrough, n)
+	return nil
+}
+
+// real reports whether ip is on a network registered with PassThrough; the caller holds r.mu.
+func (r *ServiceRouter) real(ip net.IP) bool {
+	for _, n := range r.passThrough {
+		if n.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // writeEgressConfig writes the EgressSelectorConfiguration that points the API server's cluster egress here.
@@ -127,11 +157,18 @@ func (r *ServiceRouter) destination(ctx context.Context, target string) (string,
 	if err != nil {
 		return "", fmt.Errorf("CONNECT target %q: %w", target, err)
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+	ip := net.ParseIP(host)
+	if ip != nil && ip.IsLoopback() {
 		return target, nil
 	}
 	if local, ok := r.lookup(target); ok {
 		return local, nil
+	}
+	r.mu.Lock()
+	realPod := ip != nil && r.real(ip)
+	r.mu.Unlock()
+	if realPod {
+		return target, nil
 	}
 	if err := r.refresh(ctx); err != nil {
 		return "", fmt.Errorf("resolving %s to a Service: %w", target, err)
@@ -141,9 +178,18 @@ func (r *ServiceRouter) destination(ctx context.Context, target string) (string,
 	}
 	r.mu.Lock()
 	services, known := r.byIP[net.JoinHostPort(host, port)]
+	var realEndpoint bool
+	for _, svc := range services {
+		for _, addr := range r.readyEndpoints[svc] {
+			realEndpoint = realEndpoint || r.real(addr)
+		}
+	}
 	r.mu.Unlock()
+	if realEndpoint {
+		return target, nil
+	}
 	if known {
-		return "", fmt.Errorf("service %v (%s) has no local route: register one with ServiceRouter.Route", services, target)
+		return "", fmt.Errorf("service %v (%s) has no local route and no ready pod on a real node: register one with ServiceRouter.Route", services, target)
 	}
 	return "", fmt.Errorf("%s is no Service port of this cluster", target)
 }
@@ -195,6 +241,7 @@ func (r *ServiceRouter) refresh(ctx context.Context) error {
 	if err := reader.List(ctx, &slices); err != nil {
 		return err
 	}
+	readyEndpoints := map[ServicePort][]net.IP{}
 	for _, slice := range slices.Items {
 		service := slice.Labels[discoveryv1.LabelServiceName]
 		for _, p := range slice.Ports {
@@ -206,12 +253,16 @@ func (r *ServiceRouter) refresh(ctx context.Context) error {
 				for _, addr := range e.Addresses {
 					endpoint := net.JoinHostPort(addr, strconv.Itoa(int(*p.Port)))
 					byIP[endpoint] = append(byIP[endpoint], svc)
+					if ip := net.ParseIP(addr); ip != nil && ptr.Deref(e.Conditions.Ready, true) {
+						readyEndpoints[svc] = append(readyEndpoints[svc], ip)
+					}
 				}
 			}
 		}
 	}
 	r.mu.Lock()
 	r.byIP = byIP
+	r.readyEndpoints = readyEndpoints
 	r.mu.Unlock()
 	return nil
 }

@@ -47,6 +47,10 @@ type Options struct {
 	// WithoutOperator leaves the operator's own CRDs and webhook configurations out (third-party CRDs stay), for a
 	// test where an installer such as OLM creates them. Controllers must then be empty.
 	WithoutOperator bool
+	// WithoutWebhooks keeps the operator's CRDs but leaves its webhook configurations out, for a plane where an
+	// installer (OLM) creates them for a manager that runs as a pod. Controllers chosen besides run without
+	// webhooks (EnableWebhooks false): objects are admitted as the CRDs alone admit them.
+	WithoutWebhooks bool
 	// ExtraCRDPaths are more CRD files or directories to install (e.g. OLM's).
 	ExtraCRDPaths []string
 	// WithoutMonitoringCRDs leaves the Prometheus Operator's CRDs out, as on a cluster without it.
@@ -70,6 +74,8 @@ type Env struct {
 	controllers []string
 	adjust      func(*manager.Options)
 	clock       clock.PassiveClock
+	// withoutWebhooks: the manager serves no webhooks (Options.WithoutWebhooks).
+	withoutWebhooks bool
 }
 
 // Start brings up kube-apiserver and etcd, installs CRDs and webhook configurations, and starts the manager.
@@ -96,6 +102,9 @@ func Start(opts Options) (*Env, error) {
 	root := RepoRoot()
 	crds := append(append([]string{filepath.Join(root, "config", "crd", "bases")}, thirdParty...), opts.ExtraCRDPaths...)
 	webhooks := envtest.WebhookInstallOptions{Paths: []string{filepath.Join(root, "config", "webhook", "manifests.yaml")}}
+	if opts.WithoutWebhooks {
+		webhooks = envtest.WebhookInstallOptions{}
+	}
 	if opts.WithoutOperator {
 		if len(opts.Controllers) > 0 {
 			return nil, errors.New("testenv: WithoutOperator runs no controllers")
@@ -150,7 +159,7 @@ func Start(opts Options) (*Env, error) {
 	if len(opts.Controllers) == 0 {
 		return e, nil
 	}
-	e.controllers, e.adjust, e.clock = opts.Controllers, opts.Manager, opts.Clock
+	e.controllers, e.adjust, e.clock, e.withoutWebhooks = opts.Controllers, opts.Manager, opts.Clock, opts.WithoutWebhooks
 	if err := e.startManager(opts.Controllers); err != nil {
 		return nil, errors.Join(err, e.stopControlPlane())
 	}
@@ -171,6 +180,7 @@ func (e *Env) startManager(controllers []string) error {
 	o.KubeAPIQPS, o.KubeAPIBurst = -1, 0
 	// RestartManager builds the same controllers again in this process.
 	o.SkipControllerNameValidation = true
+	o.EnableWebhooks = !e.withoutWebhooks
 	if e.adjust != nil {
 		e.adjust(&o)
 	}
@@ -185,7 +195,7 @@ func (e *Env) startManager(controllers []string) error {
 	// The API server calls the webhooks as soon as objects are created, so wait until they are served.
 	deadline := time.Now().Add(30 * time.Second)
 	checker := mgr.GetWebhookServer().StartedChecker()
-	for checker(nil) != nil {
+	for o.EnableWebhooks && checker(nil) != nil {
 		if time.Now().After(deadline) {
 			cancel()
 			return errors.New("webhook server did not start within 30s")

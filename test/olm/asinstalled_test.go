@@ -58,5 +58,3 @@ func runAsInstalled(t *testing.T) *asinstalled.Manager {
 	m.TryEscalations(t)
 	return m
 }
-
-func writeFile(path string, data []byte) error { return os.WriteFile(path, data, 0o600) }

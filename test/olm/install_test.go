@@ -5,12 +5,10 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	operatorsv1 "github.com/operator-framework/api/pkg/operators/v1"
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -22,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quartet-dev/quartet-operator/internal/testenv/asinstalled"
+	"github.com/quartet-dev/quartet-operator/internal/testenv/olminstall"
 )
 
 // TestInstallFromCatalogAndRunAsInstalled is one user's journey, in order: OLM installs the bundle from the offline
@@ -31,10 +30,10 @@ import (
 func TestInstallFromCatalogAndRunAsInstalled(t *testing.T) {
 	g := NewWithT(t)
 	var err error
-	olmClient, err = newOLMClient()
+	olmClient, err = olminstall.NewClient(env.Config)
 	g.Expect(err).NotTo(HaveOccurred())
 
-	opm, err := opmBinary()
+	opm, err := olminstall.OPM()
 	g.Expect(err).NotTo(HaveOccurred())
 	sub, catalog := installFromCatalog(t, opm)
 	assertInstalled(t, sub)
@@ -46,7 +45,7 @@ func TestInstallFromCatalogAndRunAsInstalled(t *testing.T) {
 
 // installFromCatalog starts OLM and opm, and subscribes to the package; it returns the Subscription once its
 // InstallPlan is Complete and the CSV Succeeded.
-func installFromCatalog(t *testing.T, opm string) (*operatorsv1alpha1.Subscription, *offlineCatalog) {
+func installFromCatalog(t *testing.T, opm string) (*operatorsv1alpha1.Subscription, *olminstall.Catalog) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -58,51 +57,17 @@ func installFromCatalog(t *testing.T, opm string) (*operatorsv1alpha1.Subscripti
 	_, err = dc.ServerResourcesForGroupVersion("monitoring.coreos.com/v1")
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the Prometheus Operator's API is not served: %v", err)
 
-	catalog, err := renderOfflineCatalog(opm, t.TempDir())
+	catalog, err := olminstall.RenderOfflineCatalog(opm, t.TempDir())
 	g.Expect(err).NotTo(HaveOccurred())
 	// Both properties make the install offline: no image to pull, every object inline.
-	g.Expect(catalog.bundleImage).To(BeEmpty(), "the offline catalog's bundle has no image reference")
-	g.Expect(catalog.bundleObjects).To(BeNumerically(">", 20), "the bundle's objects are inline (CRDs, CSV, RBAC, Services)")
+	g.Expect(catalog.BundleImage).To(BeEmpty(), "the offline catalog's bundle has no image reference")
+	g.Expect(catalog.BundleObjects).To(BeNumerically(">", 20), "the bundle's objects are inline (CRDs, CSV, RBAC, Services)")
 
-	catalogAddr := serveCatalog(t, "opm-serve", opm, catalog.dir)
-
-	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "olm"}})).To(Succeed())
-	kubeconfig, err := env.AddAdminKubeconfig("olm")
-	g.Expect(err).NotTo(HaveOccurred())
-	kubeconfigFile := filepath.Join(t.TempDir(), "olm.kubeconfig")
-	g.Expect(writeFile(kubeconfigFile, kubeconfig)).To(Succeed())
-	olmEnv := []string{"KUBECONFIG=" + kubeconfigFile}
-	olmProc, err := env.Cluster.Run("olm-operator", olmEnv, filepath.Join(olmDir, "olm"),
-		"--namespace=olm", "--writeStatusName=", "--writePackageServerStatusName=")
-	g.Expect(err).NotTo(HaveOccurred())
-	catalogProc, err := env.Cluster.Run("catalog-operator", olmEnv, filepath.Join(olmDir, "catalog"), "--namespace=olm")
-	g.Expect(err).NotTo(HaveOccurred())
-
+	catalogAddr := olminstall.ServeCatalog(t, env, "opm-serve", opm, catalog.Dir)
+	ops := olminstall.StartOperators(t, env, olmDir)
 	// The objects of docs/install.md, with the catalog served locally instead of from its image.
 	sub := subscriptionFromDocs(t)
-	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: installNamespace}})).To(Succeed())
-	g.Expect(olmClient.Create(ctx, &operatorsv1alpha1.CatalogSource{
-		ObjectMeta: metav1.ObjectMeta{Namespace: sub.Spec.CatalogSourceNamespace, Name: sub.Spec.CatalogSource},
-		Spec: operatorsv1alpha1.CatalogSourceSpec{SourceType: operatorsv1alpha1.SourceTypeGrpc,
-			Address: catalogAddr, DisplayName: "Quartet (offline)"},
-	})).To(Succeed())
-	g.Expect(olmClient.Create(ctx, &operatorsv1.OperatorGroup{
-		ObjectMeta: metav1.ObjectMeta{Namespace: installNamespace, Name: "quartet-operator"},
-	})).To(Succeed())
-	g.Expect(olmClient.Create(ctx, sub)).To(Succeed())
-
-	alive := func(g Gomega) {
-		g.Expect(olmProc.Exited()).To(Succeed())
-		g.Expect(catalogProc.Exited()).To(Succeed())
-	}
-	g.Eventually(func(g Gomega) {
-		alive(g)
-		g.Expect(olmClient.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())
-		g.Expect(sub.Status.InstallPlanRef).NotTo(BeNil(), "subscription status: %+v", sub.Status.Conditions)
-		plan := &operatorsv1alpha1.InstallPlan{}
-		g.Expect(olmClient.Get(ctx, client.ObjectKey{Namespace: installNamespace, Name: sub.Status.InstallPlanRef.Name}, plan)).To(Succeed())
-		g.Expect(plan.Status.Phase).To(Equal(operatorsv1alpha1.InstallPlanPhaseComplete), "install plan: %+v", plan.Status.Conditions)
-	}).WithTimeout(4 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	olminstall.Subscribe(t, olmClient, ops, catalogAddr, catalog.BundleName, sub)
 
 	// No bundle was unpacked by a Job: the objects came inline from the catalog. OLM runs unpack Jobs in the
 	// CatalogSource's namespace, not the install namespace, so look in every namespace.
@@ -110,13 +75,6 @@ func installFromCatalog(t *testing.T, opm string) (*operatorsv1alpha1.Subscripti
 	jobs.SetGroupVersionKind(schemaJobList)
 	g.Expect(env.Client.List(ctx, jobs)).To(Succeed())
 	g.Expect(jobs.Items).To(BeEmpty(), "no unpack Job in any namespace")
-
-	g.Eventually(func(g Gomega) {
-		alive(g)
-		csv := &operatorsv1alpha1.ClusterServiceVersion{}
-		g.Expect(olmClient.Get(ctx, client.ObjectKey{Namespace: installNamespace, Name: catalog.bundleName}, csv)).To(Succeed())
-		g.Expect(csv.Status.Phase).To(Equal(operatorsv1alpha1.CSVPhaseSucceeded), "CSV %s: %s", csv.Status.Reason, csv.Status.Message)
-	}).WithTimeout(4 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	return sub, catalog
 }
 

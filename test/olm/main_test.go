@@ -6,28 +6,23 @@
 package olm
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
-	operatorsv1 "github.com/operator-framework/api/pkg/operators/v1"
-	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/quartet-dev/quartet-operator/internal/operator"
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
+	"github.com/quartet-dev/quartet-operator/internal/testenv/olminstall"
 )
 
 // Where OLM installs the operator, and the names the bundle gives it.
 const (
-	installNamespace = "quartet-operator"
-	packageName      = "quartet-operator"
-	channelName      = "candidate"
-	deploymentName   = "quartet-operator-controller-manager"
-	serviceAccount   = "quartet-operator-controller-manager"
+	installNamespace = olminstall.Namespace
+	packageName      = olminstall.PackageName
+	channelName      = olminstall.ChannelName
+	deploymentName   = olminstall.DeploymentName
+	serviceAccount   = olminstall.ServiceAccount
 )
 
 // managerUser is the user name the API server gives the manager's ServiceAccount.
@@ -53,7 +48,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	dir, err := olmBinaries()
+	dir, err := olminstall.Binaries()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "olm:", err)
 		os.Exit(1)
@@ -64,31 +59,7 @@ func TestMain(m *testing.M) {
 		// As on OperatorHub.io's kind cluster: no Prometheus Operator. The bundle must install anyway (the manager
 		// creates its monitoring objects only where those CRDs are served, internal/monitoring).
 		WithoutMonitoringCRDs: true,
-		ExtraCRDPaths:         []string{filepath.Join(olmDir, "crds")},
+		ExtraCRDPaths:         []string{olminstall.CRDs(olmDir)},
 		Cluster:               &testenv.ClusterOptions{AuditPolicy: auditPolicy},
 	}))
-}
-
-// olmBinaries finds `make olm`'s output: bin/olm, then the cache. A missing build fails the package, never skips it.
-func olmBinaries() (string, error) {
-	for _, dir := range []string{
-		filepath.Join(testenv.RepoRoot(), "bin", "olm"),
-		filepath.Join(testenv.CacheDir(), "olm", "v0.42.0"),
-	} {
-		if _, err := os.Stat(filepath.Join(dir, ".done")); err == nil {
-			return dir, nil
-		}
-	}
-	return "", errors.New("OLM's olm and catalog binaries are not built: run `make olm` (make test does)")
-}
-
-// newOLMClient is an administrator's client that also knows OLM's kinds.
-func newOLMClient() (client.Client, error) {
-	scheme := operator.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{operatorsv1alpha1.AddToScheme, operatorsv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return nil, err
-		}
-	}
-	return client.New(env.Config, client.Options{Scheme: scheme})
 }

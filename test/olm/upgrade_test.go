@@ -18,13 +18,14 @@ import (
 	gnmicv1alpha1 "github.com/quartet-dev/quartet-operator/apis/gnmic/v1alpha1"
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
 	"github.com/quartet-dev/quartet-operator/internal/testenv/asinstalled"
+	"github.com/quartet-dev/quartet-operator/internal/testenv/olminstall"
 )
 
 // upgradeThroughCatalog publishes a next release in the catalog and lets OLM upgrade the Subscription to it: the
 // custom resources stay (same objects, every status exactly as before), the new manager runs from the new CSV's
 // Deployment with the certificate the new webhook configurations trust, and it reconciles both a change made while
 // no manager ran (during the upgrade) and one made after it.
-func upgradeThroughCatalog(t *testing.T, opm string, catalog *offlineCatalog, sub *operatorsv1alpha1.Subscription, m *asinstalled.Manager) {
+func upgradeThroughCatalog(t *testing.T, opm string, catalog *olminstall.Catalog, sub *operatorsv1alpha1.Subscription, m *asinstalled.Manager) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -34,9 +35,9 @@ func upgradeThroughCatalog(t *testing.T, opm string, catalog *offlineCatalog, su
 	before := sampleObjects(g)
 
 	nextDir := t.TempDir()
-	next, err := catalog.withNextRelease(opm, nextDir, "0.1.1")
+	next, err := catalog.WithNextRelease(opm, nextDir, "0.1.1")
 	g.Expect(err).NotTo(HaveOccurred())
-	nextAddr := serveCatalog(t, "opm-serve-next", opm, nextDir)
+	nextAddr := olminstall.ServeCatalog(t, env, "opm-serve-next", opm, nextDir)
 	// The catalog now served at a new address: as when a CatalogSource's image is updated to a new catalog.
 	source := &operatorsv1alpha1.CatalogSource{}
 	g.Expect(olmClient.Get(ctx, types.NamespacedName{Namespace: sub.Spec.CatalogSourceNamespace, Name: sub.Spec.CatalogSource}, source)).To(Succeed())
@@ -52,8 +53,8 @@ func upgradeThroughCatalog(t *testing.T, opm string, catalog *offlineCatalog, su
 		g.Expect(sub.Status.InstalledCSV).To(Equal(next), "subscription: %s", sub.Status.State)
 		g.Expect(olmClient.Get(ctx, types.NamespacedName{Namespace: installNamespace, Name: next}, csv)).To(Succeed())
 		g.Expect(csv.Status.Phase).To(Equal(operatorsv1alpha1.CSVPhaseSucceeded), "CSV %s: %s", csv.Status.Reason, csv.Status.Message)
-		err := olmClient.Get(ctx, types.NamespacedName{Namespace: installNamespace, Name: catalog.bundleName}, &operatorsv1alpha1.ClusterServiceVersion{})
-		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the replaced CSV %s is removed", catalog.bundleName)
+		err := olmClient.Get(ctx, types.NamespacedName{Namespace: installNamespace, Name: catalog.BundleName}, &operatorsv1alpha1.ClusterServiceVersion{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the replaced CSV %s is removed", catalog.BundleName)
 	}).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	dep := &appsv1.Deployment{}
 	g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: installNamespace, Name: deploymentName}, dep)).To(Succeed())

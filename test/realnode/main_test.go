@@ -1,7 +1,8 @@
 // Package realnode runs pods for real: a kubelet with containerd, runc and the CNI bridge beside the simulated nodes
 // of the cluster-grade control plane, pods from images built offline, Services routed by kube-proxy (nftables) and
-// NetworkPolicies enforced by kube-router's firewall. It needs root and the binaries of `make realnode`; without
-// them it is skipped, and under CI=true it fails saying what is missing.
+// NetworkPolicies enforced by kube-router's firewall; OLM installs the operator's bundle and its Deployment runs
+// the operator image there. It needs root and the binaries of `make realnode` (and `make olm`, opm); without the
+// node's it is skipped, and under CI=true it fails saying what is missing.
 package realnode
 
 import (
@@ -21,12 +22,15 @@ import (
 	"github.com/quartet-dev/quartet-operator/internal/manager"
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
 	"github.com/quartet-dev/quartet-operator/internal/testenv/images"
+	"github.com/quartet-dev/quartet-operator/internal/testenv/olminstall"
 	"github.com/quartet-dev/quartet-operator/internal/testenv/realnode"
 )
 
 var (
 	env  *testenv.Env
 	node *realnode.Node
+	// olmDir holds OLM's binaries and CRDs (`make olm`).
+	olmDir string
 )
 
 // netprobeRef is the test workload's image (./test/realnode/netprobe), built offline.
@@ -48,6 +52,12 @@ func run(m *testing.M) int {
 		}
 		fmt.Fprintln(os.Stderr, "realnode: skipped:", err)
 		return 0
+	}
+	// OLM installs the operator here (olm_test.go); a missing OLM build fails the package, as it does test/olm.
+	var err error
+	if olmDir, err = olminstall.Binaries(); err != nil {
+		fmt.Fprintln(os.Stderr, "realnode:", err)
+		return 1
 	}
 	gomega.SetDefaultEventuallyTimeout(90 * time.Second)
 	gomega.SetDefaultEventuallyPollingInterval(250 * time.Millisecond)
@@ -71,7 +81,12 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	env, err = testenv.Start(testenv.Options{Cluster: realnode.ClusterOptions(1),
+	// The operator's webhooks are the ones OLM installs for its pod (olm_test.go), so envtest's configurations,
+	// which would call this process, are left out; the controllers that feed the collector pods run here without
+	// webhooks, and olm_test.go stops them while the operator's pod runs. OLM's CRDs are there from the start:
+	// removed at a test's end, they would wait for finalizers only OLM removes.
+	env, err = testenv.Start(testenv.Options{WithoutWebhooks: true, ExtraCRDPaths: []string{olminstall.CRDs(olmDir)},
+		Cluster:     realnode.ClusterOptions(1),
 		Controllers: gnmicControllers,
 		Manager: func(o *manager.Options) {
 			// Quick follow-up of collectors that restart (a deleted pod comes back empty).

@@ -1,10 +1,14 @@
 package images
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path"
 	"path/filepath"
 	"runtime"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 // repoRoot is the repository this file is in (the images are built from its checkout).
@@ -130,4 +134,31 @@ func GNMIcStandinSpec(ref, binary string) Spec {
 		User:       NonRootUser,
 		Dirs:       []string{"/etc/gnmic", "/var/lib/gnmic"},
 	}
+}
+
+// WriteOperatorArchive builds the operator's binaries (OperatorImage.Binaries) from the repository into dir, assembles
+// the operator image from them and writes it into one archive in dir, tagged with every reference of refs (an
+// install's manager image and its related images that name the same image); it returns the archive's path.
+func WriteOperatorArchive(ctx context.Context, dir string, refs ...string) (string, error) {
+	if len(refs) == 0 {
+		return "", errors.New("images: the operator image needs at least one reference")
+	}
+	binaries := map[string]string{}
+	for inImage, pkg := range OperatorImage.Binaries {
+		out := filepath.Join(dir, path.Base(inImage))
+		if err := GoBuild(ctx, repoRoot(), pkg, out); err != nil {
+			return "", err
+		}
+		binaries[inImage] = out
+	}
+	imgs := map[string]v1.Image{}
+	for _, ref := range refs {
+		img, err := Build(OperatorSpec(ref, binaries))
+		if err != nil {
+			return "", err
+		}
+		imgs[ref] = img
+	}
+	archive := filepath.Join(dir, "operator-images.tar")
+	return archive, WriteArchive(archive, imgs)
 }

@@ -47,7 +47,10 @@ const (
 // server advertises GatewayIP, where Start forwards to its loopback port, so pods reach it through the
 // `kubernetes` Service and verify its certificate with their service-account token's ca.crt.
 func ClusterOptions(nodes int) *testenv.ClusterOptions {
-	return &testenv.ClusterOptions{Nodes: nodes, AdvertiseAddress: GatewayIP}
+	// The API server reaches the kubelet (pods/log, exec) at the node's InternalIP, on the bridge, rather than by
+	// its host name, which resolves nowhere.
+	return &testenv.ClusterOptions{Nodes: nodes, AdvertiseAddress: GatewayIP,
+		APIServerFlags: map[string]string{"kubelet-preferred-address-types": "InternalIP"}}
 }
 
 // Options configure the node.
@@ -110,6 +113,10 @@ func Start(ctx context.Context, env *testenv.Env, opts Options) (n *Node, err er
 		}
 	}()
 	if err := n.setUpNetwork(ctx); err != nil {
+		return n, err
+	}
+	// The API server's webhook and service-proxy connections reach the node's pods as in a real cluster.
+	if err := env.Cluster.Router.PassThrough(PodSubnet); err != nil {
 		return n, err
 	}
 	if n.apiServer, err = forwardAPIServer(n.IP, env.Config.Host); err != nil {
@@ -192,10 +199,8 @@ func (n *Node) startContainerd(ctx context.Context, archives []string) error {
 	}); err != nil {
 		return fmt.Errorf("containerd did not answer within a minute: %w", errors.Join(err, last))
 	}
-	for _, archive := range archives {
-		if _, err := n.ctr(ctx, "images", "import", archive); err != nil {
-			return err
-		}
+	if err := n.ImportImages(ctx, archives...); err != nil {
+		return err
 	}
 	out, err := n.ctr(ctx, "images", "list", "-q")
 	if err != nil {
@@ -203,6 +208,17 @@ func (n *Node) startContainerd(ctx context.Context, archives []string) error {
 	}
 	if !slices.Contains(strings.Fields(out), images.PauseRef) {
 		return fmt.Errorf("the sandbox image %s is not among the imported images (%s)", images.PauseRef, strings.Join(strings.Fields(out), ", "))
+	}
+	return nil
+}
+
+// ImportImages loads docker-archive tarballs (images.WriteArchive) into the running node's containerd, for images
+// built after the node started; a pod whose image is there starts without a pull.
+func (n *Node) ImportImages(ctx context.Context, archives ...string) error {
+	for _, archive := range archives {
+		if _, err := n.ctr(ctx, "images", "import", archive); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -240,7 +256,13 @@ func (n *Node) startNodeAgents() error {
 	if err != nil {
 		return err
 	}
-	if _, err := n.write("kubelet/client-ca.crt", string(n.env.Config.CAData)); err != nil {
+	// The kubelet trusts the clients of the control plane's CA and the API server's own client certificate for
+	// kubelets (pods/log, exec, port-forward).
+	apiServerClientCA, err := os.ReadFile(n.env.Cluster.KubeletClientCA())
+	if err != nil {
+		return err
+	}
+	if _, err := n.write("kubelet/client-ca.crt", string(n.env.Config.CAData)+"\n"+string(apiServerClientCA)); err != nil {
 		return err
 	}
 	kubeletCfg, err := n.write("kubelet/config.yaml", kubeletConfig(n.Dir, n, ports[0], ports[1]))
