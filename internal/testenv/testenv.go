@@ -229,10 +229,12 @@ func (e *Env) RestartManager() error {
 func (e *Env) StopManager() error {
 	if e.cancel != nil {
 		e.cancel()
-		if err := <-e.done; err != nil {
+		err := <-e.done
+		// Stopped either way: Stop must not wait for it again.
+		e.cancel = nil
+		if err != nil {
 			return fmt.Errorf("stopping the manager: %w", err)
 		}
-		e.cancel = nil
 	}
 	return nil
 }
