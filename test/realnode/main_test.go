@@ -8,15 +8,17 @@ package realnode
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/onsi/gomega"
 
+	"github.com/quartet-dev/quartet-operator/controllers/agentrax"
 	"github.com/quartet-dev/quartet-operator/controllers/gnmic"
 	"github.com/quartet-dev/quartet-operator/internal/devdial"
 	"github.com/quartet-dev/quartet-operator/internal/manager"
@@ -36,11 +38,26 @@ var (
 // netprobeRef is the test workload's image (./test/realnode/netprobe), built offline.
 const netprobeRef = "quartet.test/netprobe:v1"
 
+// mcpAgentRef is the MCP test agent's image (./test/realnode/mcpagent), built offline.
+const mcpAgentRef = "quartet.test/mcpagent:v1"
+
+// registryURL is the agentrax MCP registry API of the in-process manager (plain HTTP on loopback: reads only).
+var registryURL atomic.Value
+
 // gnmicControllers are the operator's controllers this package runs in-process: the gnmic collector pods run
 // for real on the node (gnmicpods_test.go), and the operator reaches them as it would in a cluster, by their
 // DNS names through the cluster DNS, with no dial map.
 var gnmicControllers = []string{gnmic.ClusterControllerName, gnmic.PipelineControllerName, gnmic.TargetControllerName,
 	gnmic.TargetProfileControllerName, gnmic.CollectorResourceControllerName}
+
+// agentraxControllers run the agents of agentpods_test.go as real pods; the registry discovers them by their
+// Services' names, resolved by the cluster DNS.
+var agentraxControllers = []string{agentrax.AgentDeploymentControllerName, agentrax.TenantQuotaControllerName}
+
+// admissionPlugins are enabled in the API server on top of its defaults (--enable-admission-plugins adds to
+// them): AgentDeployments say nothing about nodes, so a platform team steers a namespace's pods with the
+// namespace's node selector and default tolerations, as agentpods_test.go does.
+const admissionPlugins = "PodNodeSelector,PodTolerationRestriction"
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
@@ -82,15 +99,18 @@ func run(m *testing.M) int {
 		return 1
 	}
 	// The operator's webhooks are the ones OLM installs for its pod (olm_test.go), so envtest's configurations,
-	// which would call this process, are left out; the controllers that feed the collector pods run here without
-	// webhooks, and olm_test.go stops them while the operator's pod runs. OLM's CRDs are there from the start:
-	// removed at a test's end, they would wait for finalizers only OLM removes.
+	// which would call this process, are left out; the controllers that feed the collector and agent pods run here
+	// without webhooks, and olm_test.go stops them while the operator's pod runs. OLM's CRDs are there from the
+	// start: removed at a test's end, they would wait for finalizers only OLM removes.
+	cluster := realnode.ClusterOptions(1)
+	cluster.APIServerFlags = map[string]string{"enable-admission-plugins": admissionPlugins}
 	env, err = testenv.Start(testenv.Options{WithoutWebhooks: true, ExtraCRDPaths: []string{olminstall.CRDs(olmDir)},
-		Cluster:     realnode.ClusterOptions(1),
-		Controllers: gnmicControllers,
+		Cluster:     cluster,
+		Controllers: slices.Concat(gnmicControllers, agentraxControllers),
 		Manager: func(o *manager.Options) {
 			// Quick follow-up of collectors that restart (a deleted pod comes back empty).
 			o.GNMIcPollInterval, o.GNMIcReconnectBackoff = time.Second, 200*time.Millisecond
+			o.RegistryListening = func(addr string) { registryURL.Store("http://" + addr) }
 		}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
@@ -121,19 +141,20 @@ func run(m *testing.M) int {
 	return code
 }
 
-// buildImages builds the pause, netprobe and gNMIc stand-in binaries and writes their images into one archive.
+// buildImages builds the pause, netprobe, gNMIc stand-in and MCP agent binaries and writes their images into one archive.
 func buildImages(ctx context.Context, dir string) (string, error) {
 	root := testenv.RepoRoot()
 	pause, probe, standin := filepath.Join(dir, "pause"), filepath.Join(dir, "netprobe"), filepath.Join(dir, "gnmic")
+	agent := filepath.Join(dir, "mcpagent")
 	for pkg, out := range map[string]string{"./internal/testenv/images/pause": pause, "./test/realnode/netprobe": probe,
-		"./test/gnmicserver/cmd/gnmic-standin": standin} {
+		"./test/gnmicserver/cmd/gnmic-standin": standin, "./test/realnode/mcpagent": agent} {
 		if err := images.GoBuild(ctx, root, pkg, out); err != nil {
 			return "", err
 		}
 	}
 	imgs := map[string]v1.Image{}
 	for _, spec := range []images.Spec{images.PauseSpec(pause), images.StaticBinarySpec(netprobeRef, probe),
-		images.GNMIcStandinSpec(images.GNMIcStandinRef, standin)} {
+		images.GNMIcStandinSpec(images.GNMIcStandinRef, standin), images.StaticBinarySpec(mcpAgentRef, agent)} {
 		img, err := images.Build(spec)
 		if err != nil {
 			return "", err
@@ -142,16 +163,4 @@ func buildImages(ctx context.Context, dir string) (string, error) {
 	}
 	archive := filepath.Join(dir, "images.tar")
 	return archive, images.WriteArchive(archive, imgs)
-}
-
-// useClusterDNS makes this process resolve names as a pod on the node does: every lookup the Go resolver makes
-// (the operator's connections to its collectors included) goes to the cluster DNS server, so
-// <pod>.<service>.<namespace>.svc.cluster.local names resolve to pod addresses on the node's bridge. Names in
-// /etc/hosts (localhost) still resolve from there, and the API server is reached by IP.
-func useClusterDNS() {
-	server := net.JoinHostPort(realnode.GatewayIP, "53")
-	net.DefaultResolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, network, server)
-	}}
 }
