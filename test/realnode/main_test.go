@@ -103,7 +103,7 @@ func run(m *testing.M) int {
 	// without webhooks, and olm_test.go stops them while the operator's pod runs. OLM's CRDs are there from the
 	// start: removed at a test's end, they would wait for finalizers only OLM removes.
 	cluster := realnode.ClusterOptions(1)
-	cluster.APIServerFlags = map[string]string{"enable-admission-plugins": admissionPlugins}
+	cluster.APIServerFlags["enable-admission-plugins"] = admissionPlugins // beside the node's own flags
 	env, err = testenv.Start(testenv.Options{WithoutWebhooks: true, ExtraCRDPaths: []string{olminstall.CRDs(olmDir)},
 		Cluster:     cluster,
 		Controllers: slices.Concat(gnmicControllers, agentraxControllers),
@@ -111,6 +111,8 @@ func run(m *testing.M) int {
 			// Quick follow-up of collectors that restart (a deleted pod comes back empty).
 			o.GNMIcPollInterval, o.GNMIcReconnectBackoff = time.Second, 200*time.Millisecond
 			o.RegistryListening = func(addr string) { registryURL.Store("http://" + addr) }
+			// A discovery that failed (the agent's Service not yet routed) is retried in seconds, not TTL/4.
+			o.RegistryHealthInterval = 2 * time.Second
 		}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
