@@ -23,6 +23,7 @@ import (
 	"github.com/quartet-dev/quartet-operator/internal/devdial"
 	"github.com/quartet-dev/quartet-operator/internal/manager"
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
+	"github.com/quartet-dev/quartet-operator/internal/testenv/devstack"
 	"github.com/quartet-dev/quartet-operator/internal/testenv/images"
 	"github.com/quartet-dev/quartet-operator/internal/testenv/olminstall"
 	"github.com/quartet-dev/quartet-operator/internal/testenv/realnode"
@@ -36,7 +37,7 @@ var (
 )
 
 // netprobeRef is the test workload's image (./test/realnode/netprobe), built offline.
-const netprobeRef = "quartet.test/netprobe:v1"
+const netprobeRef = devstack.NetprobeRef
 
 // mcpAgentRef is the MCP test agent's image (./test/realnode/mcpagent), built offline.
 const mcpAgentRef = "quartet.test/mcpagent:v1"

@@ -15,10 +15,10 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quartet-dev/quartet-operator/internal/testenv"
+	"github.com/quartet-dev/quartet-operator/internal/testenv/devstack"
 	"github.com/quartet-dev/quartet-operator/internal/testenv/realnode"
 )
 
@@ -35,33 +35,7 @@ func namespace(t *testing.T, prefix string) string {
 // probePod is netprobe on the real node, as locked down as the restricted level asks and more: non-root, read-only
 // root filesystem, no capabilities, RuntimeDefault seccomp, the image imported offline (never pulled).
 func probePod(ns, name string, labels map[string]string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
-		Spec: corev1.PodSpec{
-			NodeSelector:                  map[string]string{realnode.NodeLabel: "true"},
-			Tolerations:                   []corev1.Toleration{{Key: realnode.Taint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
-			TerminationGracePeriodSeconds: ptr.To[int64](2),
-			AutomountServiceAccountToken:  ptr.To(false),
-			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot:   ptr.To(true),
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			},
-			Containers: []corev1.Container{{
-				Name: "netprobe", Image: netprobeRef, ImagePullPolicy: corev1.PullNever,
-				Args:  []string{"--listen=:8080"},
-				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
-				ReadinessProbe: &corev1.Probe{
-					ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("http")}},
-					PeriodSeconds: 1,
-				},
-				SecurityContext: &corev1.SecurityContext{
-					AllowPrivilegeEscalation: ptr.To(false),
-					ReadOnlyRootFilesystem:   ptr.To(true),
-					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-				},
-			}},
-		},
-	}
+	return devstack.NetprobePod(ns, name, labels)
 }
 
 // runPod creates the pod and waits until it is Ready on the real node; it returns the pod as the API server has it.
